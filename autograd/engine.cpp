@@ -1,0 +1,99 @@
+// The backward engine, in the spirit of micrograd's `backward()`, with what a real one needs:
+// dependency counts (a node runs once, after all its consumers have sent their gradients),
+// summing of gradients that meet at a node, and a deterministic order.
+//
+// Note [Backward order]
+// Ready nodes run latest-created first (PyTorch's sequence-number rule), except leaf sinks
+// (AccumulateGrad), which run the moment they are ready. So a parameter's gradient is in .grad
+// and its post-accumulate hook has fired as early as possible — the hook DDP uses to start a
+// bucket's all-reduce while the rest of backward is still running.
+#include "autograd/engine.h"
+
+#include <queue>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "autograd/grad_mode.h"
+#include "autograd/node.h"
+#include "autograd/ops_pointwise.h"
+#include "core/factory.h"
+
+namespace sg::autograd {
+
+namespace {
+
+struct ReadyOrder {
+  bool operator()(const Node* a, const Node* b) const {
+    const bool a_sink = dynamic_cast<const AccumulateGrad*>(a) != nullptr;
+    const bool b_sink = dynamic_cast<const AccumulateGrad*>(b) != nullptr;
+    if (a_sink != b_sink) return b_sink;  // sinks first
+    return a->sequence_number() < b->sequence_number();  // then the newest
+  }
+};
+
+// How many consumers each node waits for, over the graph reachable from `root`.
+std::unordered_map<Node*, int> count_dependencies(Node* root) {
+  std::unordered_map<Node*, int> dependencies;
+  std::unordered_set<Node*> seen{root};
+  std::vector<Node*> stack{root};
+  while (!stack.empty()) {
+    Node* node = stack.back();
+    stack.pop_back();
+    for (const auto& next : node->next_nodes()) {
+      if (!next) continue;
+      ++dependencies[next.get()];
+      if (seen.insert(next.get()).second) stack.push_back(next.get());
+    }
+  }
+  return dependencies;
+}
+
+}  // namespace
+
+void run_backward(const Tensor& root, const Tensor& gradient, bool retain_graph) {
+  SG_CHECK(root.defined(), "backward: tensor is undefined");
+  std::shared_ptr<Node> root_node = gradient_edge(root);
+  SG_CHECK(root_node != nullptr, "backward: the tensor of shape ", shape_str(root.sizes()),
+           " does not require grad and has no grad_fn (did you forget requires_grad_(), or run "
+           "the forward under NoGradGuard?)");
+  Tensor root_grad = gradient;
+  if (!root_grad.defined()) {
+    SG_CHECK(root.numel() == 1, "backward: gradient can be implicitly created only for scalar outputs; "
+             "the tensor has shape ", shape_str(root.sizes()), ", so pass a gradient of that shape");
+    root_grad = ones(root.sizes(), {root.dtype(), root.device()});
+  }
+  SG_CHECK(root_grad.sizes() == root.sizes(), "backward: gradient of shape ", shape_str(root_grad.sizes()),
+           " does not match the tensor's shape ", shape_str(root.sizes()));
+
+  NoGradGuard no_grad;  // backward formulas record no graph (no create_graph support)
+  auto dependencies = count_dependencies(root_node.get());
+  std::unordered_map<Node*, Tensor> pending_grads{{root_node.get(), root_grad}};
+  std::priority_queue<Node*, std::vector<Node*>, ReadyOrder> ready;
+  ready.push(root_node.get());
+
+  while (!ready.empty()) {
+    Node* node = ready.top();
+    ready.pop();
+    Tensor grad = std::move(pending_grads[node]);
+    pending_grads.erase(node);
+    // A node whose consumers sent no gradient (all undefined) contributes nothing downstream,
+    // but its inputs must still be released from waiting on it.
+    TensorList input_grads;
+    if (grad.defined()) input_grads = node->apply(grad);
+    grad = Tensor();
+    if (!retain_graph) node->release();
+
+    const auto& next_nodes = node->next_nodes();
+    for (size_t i = 0; i < next_nodes.size(); ++i) {
+      Node* next = next_nodes[i].get();
+      if (!next) continue;
+      if (i < input_grads.size() && input_grads[i].defined()) {
+        Tensor& slot = pending_grads[next];
+        slot = slot.defined() ? slot + input_grads[i] : std::move(input_grads[i]);
+      }
+      if (--dependencies[next] == 0) ready.push(next);
+    }
+  }
+}
+
+}  // namespace sg::autograd

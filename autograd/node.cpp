@@ -1,0 +1,100 @@
+#include "autograd/node.h"
+
+#include "autograd/grad_mode.h"
+#include "autograd/ops_pointwise.h"
+
+namespace sg::autograd {
+
+namespace {
+std::atomic<uint64_t> next_sequence_number{0};
+}
+
+Node::Node(std::string name, std::vector<std::shared_ptr<Node>> next_nodes, BackwardFn backward)
+    : name_(std::move(name)), next_nodes_(std::move(next_nodes)), backward_(std::move(backward)),
+      sequence_number_(next_sequence_number++) {}
+
+Tensor Node::run_pre_hooks(Tensor grad) const {
+  for (const auto& hook : pre_hooks_) {
+    Tensor replaced = hook(grad);
+    if (replaced.defined()) grad = replaced;
+  }
+  return grad;
+}
+
+TensorList Node::apply(const Tensor& grad_output) {
+  SG_CHECK(backward_ != nullptr, "backward through ", name_,
+           ": the graph was already freed. Trying to backward through the graph a second time? "
+           "Pass retain_graph=true to the first backward if you need to.");
+  NeedsGrad needs(next_nodes_.size());
+  for (size_t i = 0; i < needs.size(); ++i) needs[i] = next_nodes_[i] != nullptr;
+  return backward_(run_pre_hooks(grad_output), needs);
+}
+
+void Node::release() { backward_ = nullptr; }
+
+AccumulateGrad::AccumulateGrad(std::shared_ptr<TensorImpl> leaf)
+    : Node("AccumulateGrad", {}, nullptr), leaf_(std::move(leaf)) {}
+
+TensorList AccumulateGrad::apply(const Tensor& grad_output) {
+  Tensor leaf(leaf_);
+  AutogradMeta& meta = ensure_meta(leaf);
+  Tensor grad = run_pre_hooks(grad_output);
+  for (const auto& hook : meta.hooks) {
+    Tensor replaced = hook(grad);
+    if (replaced.defined()) grad = replaced;
+  }
+  SG_CHECK(grad.sizes() == leaf.sizes(), "AccumulateGrad: gradient of shape ", shape_str(grad.sizes()),
+           " does not match the leaf's shape ", shape_str(leaf.sizes()));
+  NoGradGuard no_grad;
+  if (!meta.grad.defined()) {
+    // Steal a freshly computed gradient that nobody else references; otherwise copy it, so two
+    // leaves never share one .grad that later accumulation would write through.
+    const bool exclusive = grad.impl_ptr().use_count() == 1 && grad.is_contiguous() &&
+                           grad.dtype() == leaf.dtype() && grad.storage_offset() == 0;
+    meta.grad = exclusive ? grad.detach() : grad.to(leaf.dtype()).clone();
+  } else {
+    meta.grad.add_(grad);
+  }
+  for (const auto& hook : meta.post_accumulate_hooks) hook(leaf);
+  return {};
+}
+
+AutogradMeta* meta_of(const Tensor& t) {
+  return static_cast<AutogradMeta*>(t.impl()->autograd_meta.get());
+}
+
+AutogradMeta& ensure_meta(const Tensor& t) {
+  SG_CHECK(t.defined(), "autograd: tensor is undefined");
+  auto& slot = t.impl()->autograd_meta;
+  if (!slot) slot = std::make_unique<AutogradMeta>();
+  return static_cast<AutogradMeta&>(*slot);
+}
+
+std::shared_ptr<Node> gradient_edge(const Tensor& t) {
+  if (!t.defined()) return nullptr;
+  AutogradMeta* meta = meta_of(t);
+  if (meta == nullptr || !meta->requires_grad) return nullptr;
+  if (meta->grad_fn) return meta->grad_fn;
+  auto accumulator = meta->grad_accumulator.lock();
+  if (!accumulator) {
+    accumulator = std::make_shared<AccumulateGrad>(t.impl_ptr());
+    meta->grad_accumulator = accumulator;
+  }
+  return accumulator;
+}
+
+SavedTensor::SavedTensor(const Tensor& t)
+    : data_(t.defined() ? t.alias() : Tensor()), saved_version_(t.defined() ? t.storage()->version() : 0) {}
+
+Tensor SavedTensor::get() const {
+  if (data_.defined()) {
+    SG_CHECK(data_.storage()->version() == saved_version_,
+             "backward: a tensor of shape ", shape_str(data_.sizes()),
+             " needed for the gradient was modified by an in-place operation after it was saved "
+             "(version ", saved_version_, " -> ", data_.storage()->version(),
+             "). Use the out-of-place op, or clone() before modifying.");
+  }
+  return data_;
+}
+
+}  // namespace sg::autograd

@@ -1,0 +1,94 @@
+#pragma once
+// defines: Node (one recorded op in the backward graph), AccumulateGrad (a leaf's sink),
+//          AutogradMeta (what a tensor knows about its history), SavedTensor.
+#include <atomic>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/tensor.h"
+
+namespace sg::autograd {
+
+using NeedsGrad = std::vector<bool>;
+// Maps the gradient of an op's output to the gradients of its inputs (one per input, undefined
+// where needs_input_grad is false).
+using BackwardFn = std::function<TensorList(const Tensor& grad_output, const NeedsGrad& needs_input_grad)>;
+using TensorHook = std::function<Tensor(const Tensor&)>;
+
+// Every op has exactly one differentiable output, so a Node has one incoming gradient and
+// one outgoing edge per input (null where that input needs no gradient).
+class Node {
+public:
+  Node(std::string name, std::vector<std::shared_ptr<Node>> next_nodes, BackwardFn backward);
+  virtual ~Node() = default;
+
+  const std::string& name() const { return name_; }
+  const std::vector<std::shared_ptr<Node>>& next_nodes() const { return next_nodes_; }
+  // Nodes created later run earlier in backward; leaves' sinks run as soon as they are ready.
+  uint64_t sequence_number() const { return sequence_number_; }
+
+  // Runs the pre-hooks, then the backward function; throws if the graph was freed.
+  virtual TensorList apply(const Tensor& grad_output);
+  // Frees saved tensors (called after backward unless retain_graph).
+  virtual void release();
+  void add_pre_hook(TensorHook hook) { pre_hooks_.push_back(std::move(hook)); }
+
+protected:
+  Tensor run_pre_hooks(Tensor grad) const;
+
+private:
+  std::string name_;
+  std::vector<std::shared_ptr<Node>> next_nodes_;
+  BackwardFn backward_;
+  std::vector<TensorHook> pre_hooks_;
+  uint64_t sequence_number_;
+};
+
+// The sink of a leaf that requires grad: adds the incoming gradient into leaf.grad, then runs
+// the leaf's post-accumulate hooks (where DDP marks a parameter's gradient as ready).
+class AccumulateGrad final : public Node {
+public:
+  explicit AccumulateGrad(std::shared_ptr<TensorImpl> leaf);
+  TensorList apply(const Tensor& grad_output) override;
+  void release() override {}  // holds nothing a second backward could miss
+
+private:
+  std::shared_ptr<TensorImpl> leaf_;
+};
+
+struct AutogradMeta final : AutogradMetaInterface {
+  bool requires_grad = false;
+  bool retains_grad = false;
+  bool is_view = false;                       // shares storage with the tensor it was viewed from
+  Tensor grad;
+  std::shared_ptr<Node> grad_fn;              // null for leaves
+  std::weak_ptr<Node> grad_accumulator;       // leaves: their AccumulateGrad, created on demand
+  std::vector<TensorHook> hooks;              // leaves: run on the gradient before accumulation
+  std::vector<std::function<void(Tensor&)>> post_accumulate_hooks;
+};
+
+// The AutogradMeta of `t`, created if absent; meta_of returns null instead of creating.
+AutogradMeta& ensure_meta(const Tensor& t);
+AutogradMeta* meta_of(const Tensor& t);
+
+// The node a gradient for `t` flows into: its grad_fn, its AccumulateGrad if it is a leaf that
+// requires grad, otherwise null.
+std::shared_ptr<Node> gradient_edge(const Tensor& t);
+
+// A tensor kept for backward. It stores an alias (not the tensor with its history, which
+// would form a cycle through grad_fn) and the storage version at save time, so backward can
+// report "modified by an in-place operation" instead of computing a wrong gradient.
+class SavedTensor {
+public:
+  SavedTensor() = default;
+  explicit SavedTensor(const Tensor& t);
+  Tensor get() const;
+
+private:
+  Tensor data_;
+  uint64_t saved_version_ = 0;
+};
+
+}  // namespace sg::autograd

@@ -1,0 +1,119 @@
+// CPU pointwise kernels: every one is a strided loop (core/cpu/loops.h) around the shared
+// per-element math (core/pointwise_math.h). 16-bit floats are widened to float per element.
+#include <limits>
+
+#include "core/cpu/operands.h"
+#include "core/kernels/pointwise.h"
+
+namespace sg::cpu {
+
+void copy(const Tensor& dst, const Tensor& src) {
+  auto ops = make_operands<2>(dst.sizes(), {&dst, &src});
+  SG_DISPATCH_ALL(dst.dtype(), "copy", [&]<typename out_t>() {
+    SG_DISPATCH_ALL(src.dtype(), "copy", [&]<typename in_t>() {
+      for_each_run<2>(dst.sizes(), ops, [](auto p, auto s, int64_t n) {
+        // Through the widest type, so f64 -> f16 rounds once and int -> float is exact.
+        unary_run<out_t, in_t>(p, s, n, [](in_t x) {
+          if constexpr (std::is_same_v<out_t, bool>) return static_cast<opmath_t<in_t>>(x) != opmath_t<in_t>(0);
+          else return static_cast<out_t>(static_cast<opmath_t<out_t>>(static_cast<opmath_t<in_t>>(x)));
+        });
+      });
+    });
+  });
+}
+
+void fill(const Tensor& dst, double value) {
+  Tensor scalar_src = Tensor(std::make_shared<TensorImpl>(
+      std::make_shared<Storage>(&value, sizeof(double), Device::cpu(), nullptr), 0, Shape{}, Shape{},
+      DType::f64));
+  copy(dst, scalar_src);
+}
+
+void unary(UnaryOp op, const Tensor& out, const Tensor& in) {
+  auto ops = make_operands<2>(out.sizes(), {&out, &in});
+  SG_DISPATCH_NUMERIC(in.dtype(), "unary", [&]<typename scalar_t>() {
+    using math_t = opmath_t<scalar_t>;
+    for_each_run<2>(out.sizes(), ops, [op](auto p, auto s, int64_t n) {
+      unary_run<scalar_t, scalar_t>(p, s, n, [op](scalar_t x) {
+        return scalar_t(math::unary<math_t>(op, math_t(x)));
+      });
+    });
+  });
+}
+
+namespace {
+// A switch per element is slow, so each op gets its own instantiated loop.
+template <typename Out, typename In, typename F>
+void run_binary(const Tensor& out, Operands<3> ops, F f) {
+  for_each_run<3>(out.sizes(), ops, [&](auto p, auto s, int64_t n) { binary_run<Out, In>(p, s, n, f); });
+}
+
+template <BinaryOp Op, typename scalar_t>
+void binary_typed(const Tensor& out, const Operands<3>& ops, double alpha) {
+  using math_t = opmath_t<scalar_t>;
+  const math_t a_ = static_cast<math_t>(alpha);
+  if constexpr (Op >= BinaryOp::eq && Op <= BinaryOp::ge) {
+    run_binary<bool, scalar_t>(out, ops, [](scalar_t a, scalar_t b) {
+      return math::binary<math_t>(Op, math_t(a), math_t(b), math_t(1)) != math_t(0);
+    });
+  } else {
+    run_binary<scalar_t, scalar_t>(out, ops, [a_](scalar_t a, scalar_t b) {
+      return scalar_t(math::binary<math_t>(Op, math_t(a), math_t(b), a_));
+    });
+  }
+}
+
+template <typename scalar_t>
+void binary_dispatch(BinaryOp op, const Tensor& out, const Operands<3>& ops, double alpha) {
+  switch (op) {
+#define SG_BINARY_CASE(name) case BinaryOp::name: return binary_typed<BinaryOp::name, scalar_t>(out, ops, alpha);
+    SG_BINARY_CASE(add) SG_BINARY_CASE(sub) SG_BINARY_CASE(mul) SG_BINARY_CASE(div)
+    SG_BINARY_CASE(pow) SG_BINARY_CASE(maximum) SG_BINARY_CASE(minimum) SG_BINARY_CASE(eq)
+    SG_BINARY_CASE(ne) SG_BINARY_CASE(lt) SG_BINARY_CASE(le) SG_BINARY_CASE(gt) SG_BINARY_CASE(ge)
+    SG_BINARY_CASE(relu_backward) SG_BINARY_CASE(gelu_erf_backward) SG_BINARY_CASE(gelu_tanh_backward)
+#undef SG_BINARY_CASE
+  }
+}
+}  // namespace
+
+void binary(BinaryOp op, const Tensor& out, const Tensor& a, const Tensor& b, double alpha) {
+  auto ops = make_operands<3>(out.sizes(), {&out, &a, &b});
+  if (is_comparison(op) && a.dtype() == DType::boolean) {
+    binary_dispatch<uint8_t>(op, out, ops, alpha);  // bools compare as bytes
+    return;
+  }
+  SG_DISPATCH_NUMERIC(a.dtype(), "binary", [&]<typename scalar_t>() {
+    binary_dispatch<scalar_t>(op, out, ops, alpha);
+  });
+}
+
+void clamp(const Tensor& out, const Tensor& in, std::optional<double> min, std::optional<double> max) {
+  auto ops = make_operands<2>(out.sizes(), {&out, &in});
+  SG_DISPATCH_NUMERIC(in.dtype(), "clamp", [&]<typename scalar_t>() {
+    using math_t = opmath_t<scalar_t>;
+    const math_t lo = min ? math_t(*min) : std::numeric_limits<math_t>::lowest();
+    const math_t hi = max ? math_t(*max) : std::numeric_limits<math_t>::max();
+    for_each_run<2>(out.sizes(), ops, [&](auto p, auto s, int64_t n) {
+      unary_run<scalar_t, scalar_t>(p, s, n, [&](scalar_t x) {
+        const math_t v = math_t(x);
+        if (v != v) return x;  // NaN stays NaN, as in PyTorch
+        return scalar_t(v < lo ? lo : (v > hi ? hi : v));
+      });
+    });
+  });
+}
+
+void where(const Tensor& out, const Tensor& condition, const Tensor& a, const Tensor& b) {
+  auto ops = make_operands<4>(out.sizes(), {&out, &condition, &a, &b});
+  SG_DISPATCH_ALL(out.dtype(), "where", [&]<typename scalar_t>() {
+    for_each_run<4>(out.sizes(), ops, [](auto p, auto s, int64_t n) {
+      for (int64_t i = 0; i < n; ++i) {
+        const bool c = *reinterpret_cast<const bool*>(p[1] + i * s[1]);
+        *reinterpret_cast<scalar_t*>(p[0] + i * s[0]) =
+            *reinterpret_cast<const scalar_t*>(p[c ? 2 : 3] + i * s[c ? 2 : 3]);
+      }
+    });
+  });
+}
+
+}  // namespace sg::cpu
