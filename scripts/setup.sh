@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Installs what syncgrad needs to build and test on Debian 12 (idempotent; root or sudo).
+set -euo pipefail
+
+packages=(
+  build-essential cmake pkg-config git
+  libeigen3-dev doctest-dev zlib1g-dev libbenchmark-dev
+  libopenblas-openmp-dev  # the OpenMP build of OpenBLAS follows sg::set_num_threads
+)
+
+missing=()
+for package in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" || missing+=("$package")
+done
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "setup: all ${#packages[@]} packages already installed"
+  exit 0
+fi
+
+sudo_cmd=()
+if [ "$(id -u)" -ne 0 ]; then
+  command -v sudo >/dev/null || { echo "setup: run as root or install sudo" >&2; exit 1; }
+  sudo_cmd=(sudo)
+fi
+echo "setup: installing ${missing[*]}"
+"${sudo_cmd[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update -qq
+"${sudo_cmd[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}"

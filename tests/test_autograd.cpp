@@ -1,0 +1,213 @@
+// The backward engine's behaviour: graph shapes, accumulation, hooks, modes and errors.
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "autograd/function.h"
+#include "helpers.h"
+
+using namespace sg;
+
+TEST_CASE("a diamond graph sums the gradients of both paths") {
+  Tensor x = test::rand_input({4});
+  Tensor a = x * 2.0;
+  Tensor b = x.exp();
+  Tensor y = (a * b).sum();  // d/dx = 2 e^x + 2x e^x
+  y.backward();
+  const auto xs = test::values(x), grads = test::values(x.grad());
+  for (size_t i = 0; i < xs.size(); ++i)
+    CHECK(grads[i] == doctest::Approx(2 * std::exp(xs[i]) * (1 + xs[i])).epsilon(1e-12));
+}
+
+TEST_CASE("a subexpression used twice contributes twice") {
+  Tensor x = test::rand_input({3});
+  Tensor s = x * x;
+  Tensor y = (s + s).sum();  // d/dx = 4x
+  y.backward();
+  CHECK(test::max_abs_diff(x.grad(), x.detach() * 4.0) < 1e-12);
+}
+
+TEST_CASE("gradients accumulate in leaves across backward calls") {
+  Tensor x = test::rand_input({2, 3});
+  (x * 3.0).sum().backward();
+  (x * 2.0).sum().backward();
+  CHECK(test::max_abs_diff(x.grad(), full({2, 3}, 5.0, {DType::f64})) == 0.0);
+}
+
+TEST_CASE("the first gradient of a leaf is not shared with another leaf") {
+  // x + y passes the same gradient tensor to both leaves; accumulating into one must not touch the other.
+  Tensor x = test::rand_input({3});
+  Tensor y = test::rand_input({3});
+  (x + y).sum().backward();
+  x.mutable_grad().add_(1.0);
+  CHECK(test::values(y.grad()) == std::vector<double>{1, 1, 1});
+}
+
+TEST_CASE("backward without retain_graph frees the graph and a second backward is an error") {
+  Tensor x = test::rand_input({3});
+  Tensor y = (x * x).sum();
+  y.backward();
+  CHECK_THROWS_WITH_AS(y.backward(), doctest::Contains("second time"), Error);
+}
+
+TEST_CASE("retain_graph allows a second backward that accumulates") {
+  Tensor x = test::rand_input({3});
+  Tensor y = (x * x).sum();
+  y.backward(Tensor(), /*retain_graph=*/true);
+  y.backward();
+  CHECK(test::max_abs_diff(x.grad(), x.detach() * 4.0) < 1e-12);
+}
+
+TEST_CASE("backward on a tensor that needs no grad is an error naming the cause") {
+  Tensor x = randn({3});
+  CHECK_THROWS_WITH_AS(x.sum().backward(), doctest::Contains("does not require grad"), Error);
+}
+
+TEST_CASE("backward of a non-scalar needs an explicit gradient of the same shape") {
+  Tensor x = test::rand_input({2, 2});
+  Tensor y = x * 2.0;
+  CHECK_THROWS_WITH_AS(y.backward(), doctest::Contains("scalar outputs"), Error);
+  CHECK_THROWS_WITH_AS(y.backward(ones({3}, {DType::f64})), doctest::Contains("[2, 2]"), Error);
+  Tensor weights = test::rand_input({2, 2}).detach();
+  y.backward(weights);
+  CHECK(test::max_abs_diff(x.grad(), weights * 2.0) < 1e-15);
+}
+
+TEST_CASE("NoGradGuard records no history and restores the mode") {
+  Tensor x = test::rand_input({3});
+  {
+    NoGradGuard no_grad;
+    Tensor y = x * 2.0;
+    CHECK_FALSE(y.requires_grad());
+    CHECK(y.grad_fn() == nullptr);
+    {
+      NoGradGuard nested;
+    }
+    CHECK_FALSE(GradMode::is_enabled());
+  }
+  CHECK(GradMode::is_enabled());
+  CHECK((x * 2.0).requires_grad());
+}
+
+TEST_CASE("leaves and non-leaves are told apart and detach cuts history") {
+  Tensor x = test::rand_input({3});
+  Tensor y = x.exp();
+  CHECK(x.is_leaf());
+  CHECK_FALSE(y.is_leaf());
+  CHECK(y.grad_fn()->name() == "ExpBackward");
+  Tensor d = y.detach();
+  CHECK(d.is_leaf());
+  CHECK_FALSE(d.requires_grad());
+  CHECK(d.storage() == y.storage());  // same data
+}
+
+TEST_CASE("a tensor hook sees and can replace the gradient flowing into a non-leaf") {
+  Tensor x = test::rand_input({3});
+  Tensor y = x * 2.0;
+  std::vector<double> seen;
+  y.register_hook([&](const Tensor& g) {
+    seen = test::values(g);
+    return g * 10.0;
+  });
+  y.sum().backward();
+  CHECK(seen == std::vector<double>{1, 1, 1});
+  CHECK(test::values(x.grad()) == std::vector<double>{20, 20, 20});
+}
+
+TEST_CASE("a leaf hook runs before accumulation") {
+  Tensor x = test::rand_input({2});
+  x.register_hook([](const Tensor& g) { return g * 0.5; });
+  (x * 4.0).sum().backward();
+  CHECK(test::values(x.grad()) == std::vector<double>{2, 2});
+}
+
+TEST_CASE("post-accumulate hooks fire in backward order, each after its leaf's grad is ready") {
+  // A chain w1 -> w2 -> w3 (like layers); backward reaches w3 first, w1 last.
+  Tensor w1 = test::rand_input({2}), w2 = test::rand_input({2}), w3 = test::rand_input({2});
+  std::vector<std::string> order;
+  auto watch = [&](Tensor& w, const std::string& name) {
+    w.register_post_accumulate_grad_hook([&order, name](Tensor& leaf) {
+      CHECK(leaf.grad().defined());
+      order.push_back(name);
+    });
+  };
+  watch(w1, "w1");
+  watch(w2, "w2");
+  watch(w3, "w3");
+  Tensor h = (w1 * 2.0).tanh();
+  h = (h * w2).tanh();
+  h = (h * w3).sum();
+  h.backward();
+  CHECK(order == std::vector<std::string>{"w3", "w2", "w1"});
+}
+
+TEST_CASE("retain_grad keeps the gradient of a non-leaf") {
+  Tensor x = test::rand_input({3});
+  Tensor y = x * 3.0;
+  y.retain_grad();
+  (y * y).sum().backward();
+  CHECK(test::max_abs_diff(y.grad(), y.detach() * 2.0) < 1e-12);
+}
+
+TEST_CASE("modifying a saved tensor in place makes backward fail instead of computing garbage") {
+  Tensor x = test::rand_input({3});
+  Tensor y = x * 1.0;
+  Tensor z = y.exp();  // exp saves its output z
+  {
+    NoGradGuard no_grad;
+    z.mul_(2.0);
+  }
+  CHECK_THROWS_WITH_AS(z.sum().backward(), doctest::Contains("in-place"), Error);
+}
+
+TEST_CASE("in-place ops on non-leaves are differentiable") {
+  Tensor x = test::rand_input({4});
+  Tensor y = x * 2.0;
+  y.mul_(x);          // y = 2x^2
+  y.add_(x, 3.0);     // y = 2x^2 + 3x
+  y.sum().backward();
+  CHECK(test::max_abs_diff(x.grad(), x.detach() * 4.0 + 3.0) < 1e-12);
+}
+
+TEST_CASE("in-place on a leaf that requires grad is refused outside NoGradGuard") {
+  Tensor x = test::rand_input({2});
+  CHECK_THROWS_WITH_AS(x.add_(1.0), doctest::Contains("leaf"), Error);
+  NoGradGuard no_grad;
+  x.add_(1.0);  // allowed: this is how optimizers update parameters
+}
+
+TEST_CASE("in-place on a view of a tensor that requires grad is refused") {
+  Tensor x = test::rand_input({2, 3});
+  Tensor y = x * 1.0;
+  Tensor row = y.select(0, 0);
+  CHECK_THROWS_WITH_AS(row.mul_(2.0), doctest::Contains("view"), Error);
+}
+
+TEST_CASE("gradients flow only into inputs that require them") {
+  Tensor x = test::rand_input({3});
+  Tensor c = randn({3}, {DType::f64}, &test::rng());
+  (x * c).sum().backward();
+  CHECK_FALSE(c.grad().defined());
+  CHECK(test::max_abs_diff(x.grad(), c) == 0.0);
+}
+
+TEST_CASE("gradcheck reports a wrong derivative") {
+  // A deliberately wrong backward: claims d/dx x^2 = x.
+  auto wrong_square = [](const TensorList& in) {
+    Tensor out = in[0].detach() * in[0].detach();
+    return autograd::record_view("WrongSquare", out, in[0], [x = in[0].detach()](const Tensor& g, const autograd::NeedsGrad&) {
+      return TensorList{g * x};
+    });
+  };
+  const auto result = gradcheck(wrong_square, {test::rand_input({3}, 0.5, 1.0)});
+  CHECK_FALSE(result.ok);
+  CHECK(result.message.find("numeric") != std::string::npos);
+}
+
+TEST_CASE("gradients arrive in each leaf's dtype") {
+  Tensor x = randn({3}).requires_grad_();  // f32
+  Tensor y = (x.to(DType::f64) * 2.0).sum();
+  y.backward();
+  CHECK(x.grad().dtype() == DType::f32);
+  CHECK(test::values(x.grad()) == std::vector<double>{2, 2, 2});
+}
