@@ -310,6 +310,9 @@ namespace {
 // position, so out may alias a); with autograd it goes through apply_in_place.
 Tensor& binary_in_place(Tensor& self, const Tensor& other, BinaryOp op, double alpha,
                         Tensor (*out_of_place)(const Tensor&, const Tensor&, double), const char* op_name) {
+  const DType result_dtype = promote_types(self.dtype(), other.dtype());
+  SG_CHECK(is_floating(self.dtype()) || !is_floating(result_dtype), op_name, ": the result type ", result_dtype,
+           " cannot be written in place into a ", self.dtype(), " tensor");
   if (!autograd::any_requires_grad({self, other})) {
     SG_CHECK(broadcast_shapes(self.sizes(), other.sizes(), op_name) == self.sizes(), op_name,
              ": the result of shape ", shape_str(broadcast_shapes(self.sizes(), other.sizes(), op_name)),
