@@ -29,20 +29,34 @@ void fill(const Tensor& dst, double value) {
   copy(dst, scalar_src);
 }
 
-void unary(UnaryOp op, const Tensor& out, const Tensor& in) {
-  auto ops = make_operands<2>(out.sizes(), {&out, &in});
-  SG_DISPATCH_NUMERIC(in.dtype(), "unary", [&]<typename scalar_t>() {
-    using math_t = opmath_t<scalar_t>;
-    for_each_run<2>(out.sizes(), ops, [op](auto p, auto s, int64_t n) {
-      unary_run<scalar_t, scalar_t>(p, s, n, [op](scalar_t x) {
-        return scalar_t(math::unary<math_t>(op, math_t(x)));
-      });
-    });
+namespace {
+// A switch per element would stop vectorisation, so each op gets its own instantiated loop.
+template <UnaryOp Op, typename scalar_t>
+void unary_typed(const Tensor& out, const Operands<2>& ops) {
+  using math_t = opmath_t<scalar_t>;
+  for_each_run<2>(out.sizes(), ops, [](auto p, auto s, int64_t n) {
+    unary_run<scalar_t, scalar_t>(p, s, n, [](scalar_t x) { return scalar_t(math::unary<math_t>(Op, math_t(x))); });
   });
 }
 
+template <typename scalar_t>
+void unary_dispatch(UnaryOp op, const Tensor& out, const Operands<2>& ops) {
+  switch (op) {
+#define SG_UNARY_CASE(name) case UnaryOp::name: return unary_typed<UnaryOp::name, scalar_t>(out, ops);
+    SG_UNARY_CASE(neg) SG_UNARY_CASE(exp) SG_UNARY_CASE(log) SG_UNARY_CASE(sqrt) SG_UNARY_CASE(rsqrt)
+    SG_UNARY_CASE(abs) SG_UNARY_CASE(sign) SG_UNARY_CASE(tanh) SG_UNARY_CASE(sigmoid) SG_UNARY_CASE(relu)
+    SG_UNARY_CASE(gelu_erf) SG_UNARY_CASE(gelu_tanh)
+#undef SG_UNARY_CASE
+  }
+}
+}  // namespace
+
+void unary(UnaryOp op, const Tensor& out, const Tensor& in) {
+  auto ops = make_operands<2>(out.sizes(), {&out, &in});
+  SG_DISPATCH_NUMERIC(in.dtype(), "unary", [&]<typename scalar_t>() { unary_dispatch<scalar_t>(op, out, ops); });
+}
+
 namespace {
-// A switch per element is slow, so each op gets its own instantiated loop.
 template <typename Out, typename In, typename F>
 void run_binary(const Tensor& out, Operands<3> ops, F f) {
   for_each_run<3>(out.sizes(), ops, [&](auto p, auto s, int64_t n) { binary_run<Out, In>(p, s, n, f); });
