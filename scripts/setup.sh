@@ -6,6 +6,7 @@ packages=(
   build-essential cmake pkg-config git
   libeigen3-dev doctest-dev zlib1g-dev libbenchmark-dev
   libopenblas-openmp-dev  # the OpenMP build of OpenBLAS follows sg::set_num_threads
+  dataset-fashion-mnist   # the IDX files under /usr/share/datasets/fashion-mnist
 )
 
 missing=()
