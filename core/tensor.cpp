@@ -57,4 +57,15 @@ Tensor Tensor::alias() const {
                                              impl.strides, impl.dtype));
 }
 
+void Tensor::set_data(const Tensor& other) {
+  checked(impl_, "set_data");
+  TensorImpl& impl = *impl_;
+  const TensorImpl& source = checked(other.impl_, "set_data");
+  impl.storage = source.storage;
+  impl.storage_offset = source.storage_offset;
+  impl.sizes = source.sizes;
+  impl.strides = source.strides;
+  impl.dtype = source.dtype;
+}
+
 }  // namespace sg

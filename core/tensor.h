@@ -60,6 +60,9 @@ public:
 
   // A new handle on the same storage and shape, with no autograd history.
   Tensor alias() const;
+  // Makes this tensor (every handle to it) use other's storage, layout and dtype, keeping its
+  // own autograd identity — PyTorch's `param.data = ...`, used by Module::to(dtype).
+  void set_data(const Tensor& other);
 
   // ---- autograd (autograd/tensor_autograd.cpp) ----
   bool requires_grad() const;
