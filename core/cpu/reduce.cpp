@@ -1,4 +1,10 @@
+// CPU reductions: each arranges its input as rows (Note [Reductions as rows]) and reduces every
+// row with reduce_rows (Note [Deterministic row reductions]).
 #include <algorithm>
+#include <cmath>
+#include <functional>
+#include <limits>
+#include <type_traits>
 #include <vector>
 
 #include "core/kernels/pointwise.h"
@@ -6,6 +12,14 @@
 #include "core/parallel.h"
 
 namespace sg::cpu {
+
+Tensor contiguous_data(const Tensor& in) {
+  if (in.is_contiguous()) return in;
+  Tensor copy(std::make_shared<TensorImpl>(std::make_shared<Storage>(in.numel() * in.element_size(), in.device()), 0,
+                                           in.sizes(), contiguous_strides(in.sizes()), in.dtype()));
+  kernels::copy(copy, in);
+  return copy;
+}
 
 ReductionRows as_reduction_rows(const Tensor& in, const Shape& dims) {
   std::vector<bool> reduced(in.dim(), false);
@@ -20,34 +34,136 @@ ReductionRows as_reduction_rows(const Tensor& in, const Shape& dims) {
       (pass == 0 ? rows.rows : rows.row_length) *= in.size(d);
     }
   }
-  Tensor arranged(std::make_shared<TensorImpl>(in.storage(), in.storage_offset(), sizes, strides, in.dtype()));
-  if (!arranged.is_contiguous()) {
-    Tensor copy(std::make_shared<TensorImpl>(std::make_shared<Storage>(in.numel() * in.element_size(), in.device()),
-                                             0, sizes, contiguous_strides(sizes), in.dtype()));
-    kernels::copy(copy, arranged);
-    arranged = copy;
-  }
-  rows.data = arranged;
+  rows.data = contiguous_data(
+      Tensor(std::make_shared<TensorImpl>(in.storage(), in.storage_offset(), sizes, strides, in.dtype())));
   return rows;
 }
 
 namespace {
+
+// Note [Deterministic row reductions]
+// A row is cut into blocks of kReduceBlock elements at fixed offsets; each block reduces on its
+// own and a row's blocks are combined left to right. The cut depends only on the row length,
+// so the result has the same bits for any thread count: threads only decide who computes which
+// block. Many rows run in parallel over rows; a few long rows run their blocks in parallel.
+constexpr int64_t kReduceBlock = 8192;
+
+// reduce_block(row, begin, end) reduces elements [begin, end) of a row (it is called with an
+// empty range for rows of length 0); combine(left, right) joins adjacent blocks' results.
+template <typename acc_t, typename ReduceBlock, typename Combine>
+std::vector<acc_t> reduce_rows(const ReductionRows& r, ReduceBlock reduce_block, Combine combine) {
+  const int64_t blocks_per_row = std::max<int64_t>(1, (r.row_length + kReduceBlock - 1) / kReduceBlock);
+  auto block = [&](int64_t row, int64_t b) {
+    const int64_t begin = b * kReduceBlock;
+    return reduce_block(row, begin, std::min(r.row_length, begin + kReduceBlock));
+  };
+  std::vector<acc_t> results(r.rows);
+  if (r.rows >= get_num_threads() || blocks_per_row == 1) {
+    const int64_t grain = std::max<int64_t>(1, kParallelGrain / std::max<int64_t>(r.row_length, 1));
+    parallel_for(r.rows, grain, [&](int64_t begin, int64_t end) {
+      for (int64_t row = begin; row < end; ++row) {
+        acc_t result = block(row, 0);
+        for (int64_t b = 1; b < blocks_per_row; ++b) result = combine(result, block(row, b));
+        results[row] = result;
+      }
+    });
+  } else {
+    std::vector<acc_t> partial(r.rows * blocks_per_row);
+    parallel_for(r.rows * blocks_per_row, 1, [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i) partial[i] = block(i / blocks_per_row, i % blocks_per_row);
+    });
+    for (int64_t row = 0; row < r.rows; ++row) {
+      acc_t result = partial[row * blocks_per_row];
+      for (int64_t b = 1; b < blocks_per_row; ++b) result = combine(result, partial[row * blocks_per_row + b]);
+      results[row] = result;
+    }
+  }
+  return results;
+}
+
 template <typename T> struct SumAccumulator { using type = double; };
 template <> struct SumAccumulator<int64_t> { using type = int64_t; };
 template <> struct SumAccumulator<int32_t> { using type = int64_t; };
 template <> struct SumAccumulator<uint8_t> { using type = int64_t; };
 template <> struct SumAccumulator<bool> { using type = int64_t; };
+// Integer and bool sums are i64; floating sums keep the input's dtype.
+template <typename in_t>
+using sum_output_t = std::conditional_t<std::is_same_v<typename SumAccumulator<in_t>::type, int64_t>, int64_t, in_t>;
 
-// Rows are summed in fixed blocks so a long row can be split across threads and still give
-// the same bits for any thread count (Note [Determinism] in docs/design: fixed reduction order).
-constexpr int64_t kSumBlock = 8192;
+template <typename acc_t, typename in_t>
+acc_t widen(in_t x) { return static_cast<acc_t>(static_cast<opmath_t<in_t>>(x)); }
 
-template <typename in_t, typename acc_t>
-acc_t sum_range(const in_t* data, int64_t n) {
-  acc_t total = 0;
-  for (int64_t i = 0; i < n; ++i) total += static_cast<acc_t>(static_cast<opmath_t<in_t>>(data[i]));
-  return total;
+// Folds f(x) over n elements with `combine` (+ or max), starting from `init` (the result for
+// n = 0). Eight independent partial results break the dependency from one element to the next,
+// so the compiler can vectorise; they are joined in a fixed order, so the result depends on
+// nothing but the data.
+template <typename acc_t, typename in_t, typename F, typename Combine>
+acc_t fold_mapped(const in_t* data, int64_t n, acc_t init, F f, Combine combine) {
+  constexpr int kLanes = 8;
+  acc_t lanes[kLanes];
+  std::fill_n(lanes, kLanes, init);
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes)
+    for (int k = 0; k < kLanes; ++k) lanes[k] = combine(lanes[k], f(widen<acc_t>(data[i + k])));
+  acc_t result = init;
+  for (int k = 0; k < kLanes; ++k) result = combine(result, lanes[k]);
+  for (; i < n; ++i) result = combine(result, f(widen<acc_t>(data[i])));
+  return result;
 }
+
+template <typename acc_t, typename in_t, typename F>
+acc_t sum_mapped(const in_t* data, int64_t n, F f) {
+  return fold_mapped<acc_t>(data, n, acc_t(0), f, std::plus<acc_t>());
+}
+
+// max(a, b) that keeps a NaN from either side.
+double max_keeping_nan(double a, double b) { return b > a || b != b ? b : a; }
+
+template <typename in_t, typename F>
+double max_mapped(const in_t* data, int64_t n, double init, F f) {
+  return fold_mapped<double>(data, n, init, f, max_keeping_nan);
+}
+
+// Writes one accumulated value per row into `out`, rounding once.
+template <typename out_t, typename acc_t>
+void write_rows(const Tensor& out, const std::vector<acc_t>& results) {
+  out_t* result = static_cast<out_t*>(out.raw_data());
+  for (size_t row = 0; row < results.size(); ++row)
+    result[row] = static_cast<out_t>(static_cast<opmath_t<out_t>>(results[row]));
+}
+
+template <typename T> bool is_nan(T value) {
+  if constexpr (std::is_floating_point_v<T>) return std::isnan(value);
+  else return false;
+}
+
+// The best element seen so far and its position in the row.
+template <typename T> struct Best {
+  T value{};
+  int64_t index = 0;
+};
+
+// Whether `candidate` (from a later block) replaces `current` as the extremum. A NaN wins and
+// is never replaced; equal values do not replace, which keeps the first occurrence.
+template <typename T> bool beats(Extremum which, T candidate, T current) {
+  if (is_nan(current)) return false;
+  if (is_nan(candidate)) return true;
+  return which == Extremum::max ? candidate > current : candidate < current;
+}
+
+// The extremum of elements [begin, end) of a row (never empty: the fronts refuse empty dims).
+template <typename in_t>
+Best<opmath_t<in_t>> extremum_of_block(Extremum which, const in_t* row, int64_t begin, int64_t end) {
+  using math_t = opmath_t<in_t>;
+  Best<math_t> result{static_cast<math_t>(row[begin]), begin};
+  for (int64_t i = begin; i < end; ++i) {
+    const math_t value = static_cast<math_t>(row[i]);
+    if (is_nan(value)) return {value, i};  // the first NaN beats everything after it
+    if (which == Extremum::max ? value > result.value : value < result.value) result = {value, i};
+  }
+  return result;
+}
+
 }  // namespace
 
 void sum(const Tensor& out, const Tensor& in, const Shape& dims) {
@@ -55,33 +171,104 @@ void sum(const Tensor& out, const Tensor& in, const Shape& dims) {
   SG_DISPATCH_ALL(in.dtype(), "sum", [&]<typename in_t>() {
     using acc_t = typename SumAccumulator<in_t>::type;
     const in_t* data = static_cast<const in_t*>(r.data.raw_data());
-    std::vector<acc_t> totals(r.rows, 0);
-    if (r.rows >= get_num_threads() || r.row_length <= kSumBlock) {
-      parallel_for(r.rows, std::max<int64_t>(1, kParallelGrain / std::max<int64_t>(r.row_length, 1)),
-                   [&](int64_t begin, int64_t end) {
-        for (int64_t row = begin; row < end; ++row) {
-          acc_t total = 0;
-          for (int64_t b = 0; b < r.row_length; b += kSumBlock)
-            total += sum_range<in_t, acc_t>(data + row * r.row_length + b, std::min(kSumBlock, r.row_length - b));
-          totals[row] = total;
-        }
-      });
-    } else {  // few long rows: blocks in parallel, then added in block order
-      const int64_t blocks_per_row = (r.row_length + kSumBlock - 1) / kSumBlock;
-      std::vector<acc_t> partial(r.rows * blocks_per_row);
-      parallel_for(r.rows * blocks_per_row, 1, [&](int64_t begin, int64_t end) {
-        for (int64_t i = begin; i < end; ++i) {
-          const int64_t row = i / blocks_per_row, b = (i % blocks_per_row) * kSumBlock;
-          partial[i] = sum_range<in_t, acc_t>(data + row * r.row_length + b, std::min(kSumBlock, r.row_length - b));
-        }
-      });
-      for (int64_t i = 0; i < r.rows * blocks_per_row; ++i) totals[i / blocks_per_row] += partial[i];
-    }
-    SG_DISPATCH_ALL(out.dtype(), "sum", [&]<typename out_t>() {
-      out_t* result = static_cast<out_t*>(out.raw_data());
-      for (int64_t row = 0; row < r.rows; ++row)
-        result[row] = static_cast<out_t>(static_cast<opmath_t<out_t>>(totals[row]));
+    const auto totals = reduce_rows<acc_t>(r, [&](int64_t row, int64_t begin, int64_t end) {
+      return sum_mapped<acc_t>(data + row * r.row_length + begin, end - begin, [](acc_t x) { return x; });
+    }, std::plus<acc_t>());
+    write_rows<sum_output_t<in_t>>(out, totals);
+  });
+}
+
+void extremum(Extremum which, const Tensor& values, const Tensor& indices, const Tensor& in, const Shape& dims) {
+  const ReductionRows r = as_reduction_rows(in, dims);
+  SG_DISPATCH_ALL(in.dtype(), which == Extremum::max ? "max" : "min", [&]<typename in_t>() {
+    using math_t = opmath_t<in_t>;
+    const in_t* data = static_cast<const in_t*>(r.data.raw_data());
+    const auto best = reduce_rows<Best<math_t>>(r, [&](int64_t row, int64_t begin, int64_t end) {
+      return extremum_of_block(which, data + row * r.row_length, begin, end);
+    }, [which](const Best<math_t>& left, const Best<math_t>& right) {
+      return beats(which, right.value, left.value) ? right : left;
     });
+    if (values.defined()) {
+      in_t* value_data = static_cast<in_t*>(values.raw_data());
+      for (int64_t row = 0; row < r.rows; ++row) value_data[row] = static_cast<in_t>(best[row].value);
+    }
+    if (indices.defined()) {
+      int64_t* index_data = indices.data_ptr<int64_t>();
+      for (int64_t row = 0; row < r.rows; ++row) index_data[row] = best[row].index;
+    }
+  });
+}
+
+void var(const Tensor& out, const Tensor& in, const Shape& dims, int64_t correction) {
+  const ReductionRows r = as_reduction_rows(in, dims);
+  SG_DISPATCH_FLOATING(in.dtype(), "var", [&]<typename scalar_t>() {
+    const scalar_t* data = static_cast<const scalar_t*>(r.data.raw_data());
+    // Two passes: the mean first, then squared deviations from it (no cancellation, unlike
+    // E[x^2] - E[x]^2).
+    std::vector<double> means = reduce_rows<double>(r, [&](int64_t row, int64_t begin, int64_t end) {
+      return sum_mapped<double>(data + row * r.row_length + begin, end - begin, [](double x) { return x; });
+    }, std::plus<double>());
+    for (double& mean : means) mean /= static_cast<double>(r.row_length);
+    std::vector<double> variances = reduce_rows<double>(r, [&](int64_t row, int64_t begin, int64_t end) {
+      const double mean = means[row];
+      return sum_mapped<double>(data + row * r.row_length + begin, end - begin,
+                                [mean](double x) { return (x - mean) * (x - mean); });
+    }, std::plus<double>());
+    // As PyTorch: fewer elements than the correction gives a division by zero (inf or NaN).
+    const double divisor = static_cast<double>(std::max<int64_t>(r.row_length - correction, 0));
+    for (double& variance : variances) variance /= divisor;
+    write_rows<scalar_t>(out, variances);
+  });
+}
+
+void norm(const Tensor& out, const Tensor& in, const Shape& dims, double p) {
+  const ReductionRows r = as_reduction_rows(in, dims);
+  SG_DISPATCH_FLOATING(in.dtype(), "norm", [&]<typename scalar_t>() {
+    const scalar_t* data = static_cast<const scalar_t*>(r.data.raw_data());
+    auto row_sums = [&](auto power) {
+      return reduce_rows<double>(r, [&](int64_t row, int64_t begin, int64_t end) {
+        return sum_mapped<double>(data + row * r.row_length + begin, end - begin, power);
+      }, std::plus<double>());
+    };
+    std::vector<double> norms;
+    if (std::isinf(p)) {
+      norms = reduce_rows<double>(r, [&](int64_t row, int64_t begin, int64_t end) {
+        return max_mapped(data + row * r.row_length + begin, end - begin, 0.0, [](double x) { return std::abs(x); });
+      }, max_keeping_nan);
+    } else if (p == 1.0) {
+      norms = row_sums([](double x) { return std::abs(x); });
+    } else if (p == 2.0) {  // the common case: no pow per element
+      norms = row_sums([](double x) { return x * x; });
+      for (double& n : norms) n = std::sqrt(n);
+    } else {
+      norms = row_sums([p](double x) { return std::pow(std::abs(x), p); });
+      for (double& n : norms) n = std::pow(n, 1.0 / p);
+    }
+    write_rows<scalar_t>(out, norms);
+  });
+}
+
+void logsumexp(const Tensor& out, const Tensor& in, const Shape& dims) {
+  const ReductionRows r = as_reduction_rows(in, dims);
+  SG_DISPATCH_FLOATING(in.dtype(), "logsumexp", [&]<typename scalar_t>() {
+    using math_t = opmath_t<scalar_t>;
+    const scalar_t* data = static_cast<const scalar_t*>(r.data.raw_data());
+    std::vector<double> shifts = reduce_rows<double>(r, [&](int64_t row, int64_t begin, int64_t end) {
+      return max_mapped(data + row * r.row_length + begin, end - begin, -std::numeric_limits<double>::infinity(),
+                        [](double x) { return x; });
+    }, max_keeping_nan);
+    // An infinite max cannot be subtracted (inf - inf is NaN); shifting by 0 then gives the
+    // right answer, since a row holding +inf sums to +inf and a row of -inf sums to 0.
+    for (double& shift : shifts) if (std::isinf(shift)) shift = 0.0;
+    std::vector<double> results = reduce_rows<double>(r, [&](int64_t row, int64_t begin, int64_t end) {
+      const double shift = shifts[row];
+      // exp in the input's compute type (a double exp costs 3x a float one), summed in double
+      return sum_mapped<double>(data + row * r.row_length + begin, end - begin, [shift](double x) {
+        return static_cast<double>(std::exp(static_cast<math_t>(x - shift)));
+      });
+    }, std::plus<double>());
+    for (int64_t row = 0; row < r.rows; ++row) results[row] = std::log(results[row]) + shifts[row];
+    write_rows<scalar_t>(out, results);
   });
 }
 
