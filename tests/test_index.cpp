@@ -207,6 +207,11 @@ TEST_CASE("index_select of strided inputs matches the contiguous row-copy path")
   const Tensor cube = randn({5, 7, 9}, {}, &test::rng()).permute({2, 0, 1});
   const Tensor middle = i64({4, 4, 0, 3});
   CHECK(test::max_abs_diff(index_select(cube, 1, middle), index_select(cube.contiguous(), 1, middle)) == 0.0);
+  // A stepped (non-contiguous) index and a 0-dim index, on both paths.
+  const Tensor every_other = randint(0, 300, {100}, {DType::i64}, &test::rng()).slice(0, 0, 100, 2);
+  CHECK(test::max_abs_diff(index_select(xt, 1, every_other), index_select(x.t().contiguous(), 1, every_other.contiguous())) == 0.0);
+  const Tensor single = i64({7}, {});
+  CHECK(test::max_abs_diff(index_select(xt, 1, single), index_select(xt.contiguous(), 1, single)) == 0.0);
   // And both against the definition, slice by slice.
   const Tensor picked = index_select(cube, 1, middle);
   for (int64_t j = 0; j < 4; ++j)
@@ -221,6 +226,8 @@ TEST_CASE("index_select gradient accumulates repeated indices") {
                   {test::rand_input({5, 3})});
   CHECK_GRADCHECK([](const TensorList& in) { return index_select(in[0], 0, i32({2, 2, 0})); },
                   {test::rand_input({3, 4})});
+  const Tensor stepped = i64({2, 9, 0, 9, 2, 9, 1, 9}).slice(0, 0, 8, 2);  // 2, 0, 2, 1
+  CHECK_GRADCHECK([stepped](const TensorList& in) { return index_select(in[0], 1, stepped); }, {test::rand_input({2, 3})});
 }
 
 // ---- gather and scatter_add ----
