@@ -81,6 +81,7 @@ private:
 // One pass over the loader; owns its worker threads, which stop when it is destroyed.
 class DataLoader::Iterator {
 public:
+  using iterator_concept = std::input_iterator_tag;
   using value_type = Batch;
   using difference_type = std::ptrdiff_t;
 
@@ -91,6 +92,7 @@ public:
   const Batch& operator*() const;
   const Batch* operator->() const { return &**this; }
   Iterator& operator++();  // rethrows an exception raised while making the next batch
+  void operator++(int) { ++*this; }
   bool operator==(std::default_sentinel_t) const;
 
 private:

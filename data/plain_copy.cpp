@@ -7,6 +7,10 @@
 namespace sg::data {
 
 namespace {
+void check_cpu(const Tensor& t) {
+  SG_CHECK(t.device().is_cpu(), "data: loading and transforming work on CPU tensors, got one on ", t.device());
+}
+
 // Copies the sub-tensor of `src` at `dim` and below, starting at `source` (bytes), to `dst`;
 // returns the byte just past what it wrote. The innermost dim is copied element by element.
 char* copy_dim(char* dst, const char* source, const Tensor& src, int64_t dim) {
@@ -23,7 +27,7 @@ char* copy_dim(char* dst, const char* source, const Tensor& src, int64_t dim) {
 }  // namespace
 
 void copy_elements(void* dst, const Tensor& src) {
-  SG_CHECK(src.device().is_cpu(), "copy_elements: data loading works on CPU tensors, got ", src.device());
+  check_cpu(src);
   const size_t nbytes = static_cast<size_t>(src.numel()) * src.element_size();
   if (nbytes == 0) return;
   if (src.is_contiguous() || src.dim() == 0) {
@@ -34,6 +38,7 @@ void copy_elements(void* dst, const Tensor& src) {
 }
 
 Tensor contiguous_plain(const Tensor& t) {
+  check_cpu(t);
   if (t.is_contiguous()) return t;
   Tensor out = empty(t.sizes(), {t.dtype(), t.device()});
   copy_elements(out.raw_data(), t);

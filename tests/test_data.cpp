@@ -9,6 +9,8 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <ranges>
+#include <iterator>
 #include <map>
 #include <set>
 #include <string>
@@ -244,6 +246,10 @@ TEST_CASE("default_collate names the example whose shape or dtype differs") {
   CHECK_THROWS_WITH_AS(data::default_collate({{zeros({2}), target}, {zeros({2}), scalar_tensor(0)}}),
                        doctest::Contains("example 1's target"), Error);
 }
+
+// Range-for is the usual use, but std::ranges algorithms work too.
+static_assert(std::input_iterator<data::DataLoader::Iterator>);
+static_assert(std::ranges::input_range<data::DataLoader>);
 
 TEST_CASE("DataLoader batches hold the sampled examples and size counts them") {
   auto dataset = small_dataset();
