@@ -10,3 +10,9 @@
 #include "core/factory.h"            // defines: zeros, ones, randn, arange, tensor, ...
 #include "core/parallel.h"           // defines: set_num_threads
 #include "core/tensor.h"             // defines: Tensor
+#include "data/dataloader.h"         // defines: DataLoader, Batch, default_collate
+#include "data/dataset.h"            // defines: Dataset, TensorDataset, Subset, random_split
+#include "data/fashion_mnist.h"      // defines: FashionMNIST
+#include "data/idx.h"                // defines: read_idx
+#include "data/sampler.h"            // defines: SequentialSampler, RandomSampler, BatchSampler
+#include "data/transforms.h"         // defines: ToFloat, Normalize, Compose

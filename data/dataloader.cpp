@@ -1,0 +1,217 @@
+#include "data/dataloader.h"
+
+#include <atomic>
+#include <condition_variable>
+#include <exception>
+#include <map>
+#include <mutex>
+#include <thread>
+
+#include "core/factory.h"
+#include "core/parallel.h"
+#include "data/plain_copy.h"
+
+namespace sg::data {
+
+namespace {
+
+// Example i's `field` for every i, stacked into [B, ...] (see default_collate).
+Tensor stack_field(const std::vector<Example>& examples, Tensor Example::*field, const char* name) {
+  const Tensor& first = examples.front().*field;
+  const auto count = static_cast<int64_t>(examples.size());
+  for (int64_t i = 0; i < count; ++i)
+    SG_CHECK((examples[i].*field).defined() == first.defined(), "default_collate: example ", i, "'s ", name,
+             " is ", first.defined() ? "undefined" : "defined", " but example 0's is not");
+  if (!first.defined()) return Tensor();
+
+  Shape shape = first.sizes();
+  shape.insert(shape.begin(), count);
+  Tensor out = empty(shape, {first.dtype(), Device::cpu()});
+  const size_t bytes_per_example = static_cast<size_t>(first.numel()) * first.element_size();
+  char* destination = static_cast<char*>(out.raw_data());
+  for (int64_t i = 0; i < count; ++i) {
+    const Tensor& t = examples[i].*field;
+    SG_CHECK(t.sizes() == first.sizes() && t.dtype() == first.dtype(), "default_collate: example ", i, "'s ",
+             name, " is ", shape_str(t.sizes()), " ", t.dtype(), " but example 0's is ", shape_str(first.sizes()),
+             " ", first.dtype(), "; a custom collate can pad or crop them");
+    copy_elements(destination + static_cast<size_t>(i) * bytes_per_example, t);
+  }
+  return out;
+}
+
+}  // namespace
+
+Batch default_collate(const std::vector<Example>& examples) {
+  SG_CHECK(!examples.empty(), "default_collate: a batch needs at least one example");
+  return {stack_field(examples, &Example::input, "input"), stack_field(examples, &Example::target, "target")};
+}
+
+// ---- one pass: Note [Worker threads and batch order] in dataloader.h ----
+
+class DataLoader::Iterator::Pass {
+public:
+  Pass(std::shared_ptr<const Dataset> dataset, Collate collate, std::vector<std::vector<int64_t>> batches,
+       int num_workers, int prefetch_factor)
+      : dataset_(std::move(dataset)), collate_(std::move(collate)), batches_(std::move(batches)),
+        window_(static_cast<int64_t>(num_workers) * prefetch_factor) {
+    try {
+      for (int w = 0; w < num_workers; ++w) workers_.emplace_back([this] { work(); });
+    } catch (...) {  // could not start every thread: stop those that did start
+      stop_and_join();
+      throw;
+    }
+  }
+  ~Pass() { stop_and_join(); }
+
+  bool at_end() const { return current_ == static_cast<int64_t>(batches_.size()); }
+  const Batch& batch() const { return batch_; }
+
+  // Moves to the next batch in order, making it here or taking it from the workers.
+  void advance() {
+    const int64_t next = current_ + 1;
+    current_ = next;
+    if (at_end()) return;
+    if (workers_.empty()) {
+      batch_ = make_batch(next);
+      return;
+    }
+    Outcome outcome;
+    {
+      std::unique_lock lock(mutex_);
+      batch_done_.wait(lock, [&] { return ready_.contains(next); });
+      auto entry = ready_.find(next);
+      outcome = std::move(entry->second);
+      ready_.erase(entry);
+      next_to_deliver_ = next + 1;  // frees a slot in the window
+    }
+    work_available_.notify_all();
+    if (outcome.error) std::rethrow_exception(outcome.error);
+    batch_ = std::move(outcome.batch);
+  }
+
+private:
+  struct Outcome {
+    Batch batch;
+    std::exception_ptr error;
+  };
+
+  Batch make_batch(int64_t index) const {
+    std::vector<Example> examples;
+    examples.reserve(batches_[index].size());
+    for (int64_t example : batches_[index]) {
+      if (stopping_) return {};  // the consumer has gone; nobody will read this batch
+      examples.push_back(dataset_->get(example));
+    }
+    return collate_(examples);
+  }
+
+  void work() {
+    // Data loading runs beside the training step, not inside the OpenMP pool (Note [Data code
+    // does not use the thread pool] in data/plain_copy.h). OpenMP's thread count is per calling
+    // thread, so this keeps any op a user's dataset or collate calls on this thread alone.
+    set_num_threads(1);
+    const auto count = static_cast<int64_t>(batches_.size());
+    for (;;) {
+      int64_t index = 0;
+      {
+        std::unique_lock lock(mutex_);
+        work_available_.wait(lock, [&] {
+          return stopping_ || next_to_claim_ == count || next_to_claim_ < next_to_deliver_ + window_;
+        });
+        if (stopping_ || next_to_claim_ == count) return;
+        index = next_to_claim_++;
+      }
+      Outcome outcome;
+      try {
+        outcome.batch = make_batch(index);
+      } catch (...) {
+        outcome.error = std::current_exception();
+      }
+      {
+        std::lock_guard lock(mutex_);
+        ready_.emplace(index, std::move(outcome));
+      }
+      batch_done_.notify_one();
+    }
+  }
+
+  void stop_and_join() {
+    {
+      std::lock_guard lock(mutex_);
+      stopping_ = true;
+    }
+    work_available_.notify_all();
+    for (std::thread& worker : workers_) worker.join();
+  }
+
+  const std::shared_ptr<const Dataset> dataset_;
+  const Collate collate_;
+  const std::vector<std::vector<int64_t>> batches_;
+  const int64_t window_;  // batches claimed by workers but not yet delivered, at most
+  int64_t current_ = -1;  // index of batch_
+  Batch batch_;
+
+  std::mutex mutex_;  // guards the three members below
+  int64_t next_to_claim_ = 0;
+  int64_t next_to_deliver_ = 0;
+  std::map<int64_t, Outcome> ready_;  // made but not yet delivered, by batch index
+  std::atomic<bool> stopping_ = false;  // also read without the lock between examples
+  std::condition_variable work_available_;
+  std::condition_variable batch_done_;
+  std::vector<std::thread> workers_;
+};
+
+DataLoader::Iterator::Iterator(std::unique_ptr<Pass> pass) : pass_(std::move(pass)) { pass_->advance(); }
+DataLoader::Iterator::Iterator(Iterator&&) noexcept = default;
+DataLoader::Iterator& DataLoader::Iterator::operator=(Iterator&&) noexcept = default;
+DataLoader::Iterator::~Iterator() = default;
+
+const Batch& DataLoader::Iterator::operator*() const {
+  SG_CHECK(pass_ != nullptr && !pass_->at_end(), "DataLoader: dereferenced an iterator past the last batch");
+  return pass_->batch();
+}
+
+DataLoader::Iterator& DataLoader::Iterator::operator++() {
+  SG_CHECK(pass_ != nullptr && !pass_->at_end(), "DataLoader: advanced an iterator past the last batch");
+  pass_->advance();
+  return *this;
+}
+
+bool DataLoader::Iterator::operator==(std::default_sentinel_t) const { return pass_ == nullptr || pass_->at_end(); }
+
+// ---- DataLoader ----
+
+namespace {
+std::shared_ptr<const Sampler> choose_sampler(const Dataset& dataset, const DataLoaderOptions& options) {
+  if (options.sampler) {
+    SG_CHECK(!options.shuffle, "DataLoader: the sampler option is mutually exclusive with shuffle "
+             "(the sampler decides the order)");
+    return options.sampler;
+  }
+  if (options.shuffle) return std::make_shared<RandomSampler>(dataset.size(), options.seed);
+  return std::make_shared<SequentialSampler>(dataset.size());
+}
+
+const Dataset& checked(const std::shared_ptr<const Dataset>& dataset) {
+  SG_CHECK(dataset != nullptr, "DataLoader: the dataset is null");
+  return *dataset;
+}
+}  // namespace
+
+DataLoader::DataLoader(std::shared_ptr<const Dataset> dataset, DataLoaderOptions options)
+    : dataset_(std::move(dataset)), options_(std::move(options)),
+      batch_sampler_(choose_sampler(checked(dataset_), options_), options_.batch_size, options_.drop_last) {
+  SG_CHECK(options_.num_workers >= 0, "DataLoader: num_workers must be non-negative, got ", options_.num_workers);
+  SG_CHECK(options_.prefetch_factor >= 1, "DataLoader: prefetch_factor must be at least 1, got ",
+           options_.prefetch_factor);
+  if (!options_.collate) options_.collate = default_collate;
+}
+
+DataLoader::Iterator DataLoader::begin() {
+  auto pass = std::make_unique<Iterator::Pass>(dataset_, options_.collate, batch_sampler_.batches(epoch_),
+                                               options_.num_workers, options_.prefetch_factor);
+  ++epoch_;
+  return Iterator(std::move(pass));
+}
+
+}  // namespace sg::data
