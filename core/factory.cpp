@@ -77,7 +77,7 @@ Tensor randint(int64_t low, int64_t high, const Shape& shape, TensorOptions opti
 
 template <typename T>
 Tensor tensor(const std::vector<T>& values, const Shape& shape) {
-  const Shape actual = shape.empty() && values.size() != 1 ? Shape{static_cast<int64_t>(values.size())} : shape;
+  const Shape actual = shape.empty() ? Shape{static_cast<int64_t>(values.size())} : shape;
   SG_CHECK(numel_of(actual) == static_cast<int64_t>(values.size()), "tensor: ", values.size(),
            " values do not fill shape ", shape_str(actual));
   Tensor t = empty(actual, {dtype_of<T>(), Device::cpu()});
