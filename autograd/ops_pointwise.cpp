@@ -147,7 +147,8 @@ Tensor sub(const Tensor& a, double b) { return sub(a, scalar_like(a, b)); }
 Tensor mul(const Tensor& a, double b) { return mul(a, scalar_like(a, b)); }
 Tensor div(const Tensor& a, double b) { return div(a, scalar_like(a, b)); }
 Tensor pow(const Tensor& base, double exponent) {
-  Tensor out = binary_forward(BinaryOp::pow, base, scalar_like(base, exponent), base.dtype(), "pow");
+  const Tensor exponent_tensor = scalar_like(base, exponent);  // an integer tensor to a fractional power is f32
+  Tensor out = binary_forward(BinaryOp::pow, base, exponent_tensor, arithmetic_dtype(base, exponent_tensor), "pow");
   // d(x^e)/dx = e x^(e-1)
   return record("PowScalarBackward", out, {base}, [sb = SavedTensor(base), exponent](const Tensor& g, const NeedsGrad&) {
     if (exponent == 0.0) return TensorList{zeros_like(g)};
@@ -285,7 +286,7 @@ Tensor where(const Tensor& condition, const Tensor& a, double b) { return where(
 Tensor masked_fill(const Tensor& x, const Tensor& mask, double value) {
   SG_CHECK(broadcast_shapes(x.sizes(), mask.sizes(), "masked_fill") == x.sizes(), "masked_fill: mask of shape ",
            shape_str(mask.sizes()), " does not broadcast to the tensor's shape ", shape_str(x.sizes()));
-  return where(mask, scalar_like(x, value), x);
+  return where(mask, full({}, value, {x.dtype(), x.device()}), x);  // the value takes x's dtype, as in PyTorch
 }
 
 // ---- comparisons ----
@@ -306,10 +307,17 @@ SG_COMPARISON(ge)
 // ---- in-place methods (see Note [In-place ops and autograd]) ----
 
 namespace {
+int dtype_category(DType dtype) { return dtype == DType::boolean ? 0 : is_floating(dtype) ? 2 : 1; }
+
 // Without autograd, a binary op writes straight into self (each element reads only its own
 // position, so out may alias a); with autograd it goes through apply_in_place.
 Tensor& binary_in_place(Tensor& self, const Tensor& other, BinaryOp op, double alpha,
                         Tensor (*out_of_place)(const Tensor&, const Tensor&, double), const char* op_name) {
+  // As PyTorch's can_cast: a float result is not truncated into an integer tensor, nor an
+  // integer one into a bool tensor; within a category (f32 into f16) it is rounded.
+  const DType result_dtype = arithmetic_dtype(self, other);
+  SG_CHECK(dtype_category(result_dtype) <= dtype_category(self.dtype()), op_name, ": the result type ", result_dtype,
+           " cannot be written in place into a ", self.dtype(), " tensor");
   if (!autograd::any_requires_grad({self, other})) {
     SG_CHECK(broadcast_shapes(self.sizes(), other.sizes(), op_name) == self.sizes(), op_name,
              ": the result of shape ", shape_str(broadcast_shapes(self.sizes(), other.sizes(), op_name)),

@@ -34,17 +34,19 @@ private:
 
 }  // namespace sg::test
 
-// Lets CHECK(values(t) == std::vector<double>{...}) and INFO(dtype) show values and names.
+// Lets CHECK(values(t) == std::vector<double>{...}) show both vectors when it fails.
 namespace doctest {
 template <>
 struct StringMaker<std::vector<double>> {
   static String convert(const std::vector<double>& values);
 };
-template <>
-struct StringMaker<sg::DType> {
-  static String convert(sg::DType dtype) { return sg::dtype_name(dtype); }
-};
 }  // namespace doctest
+
+namespace sg {
+// Found by argument-dependent lookup, so CHECK and INFO print "f32" rather than doctest's
+// default for enums (the underlying number).
+inline doctest::String toString(DType dtype) { return dtype_name(dtype); }
+}  // namespace sg
 
 // CHECK_GRADCHECK(fn, inputs) fails the test with gradcheck's message.
 #define CHECK_GRADCHECK(fn, ...)                                      \

@@ -112,7 +112,8 @@ void clamp(const Tensor& out, const Tensor& in, std::optional<double> min, std::
       unary_run<scalar_t, scalar_t>(p, s, n, [&](scalar_t x) {
         const math_t v = math_t(x);
         if (v != v) return x;  // NaN stays NaN, as in PyTorch
-        return scalar_t(v < lo ? lo : (v > hi ? hi : v));
+        const math_t at_least_lo = v < lo ? lo : v;
+        return scalar_t(at_least_lo > hi ? hi : at_least_lo);  // min(max(v, lo), hi): max wins if lo > hi, as in PyTorch
       });
     });
   });
