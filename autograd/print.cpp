@@ -5,9 +5,11 @@
 //
 //   tensor([[ 0.1234, -1.5000],
 //           [ 2.0000,  3.0000]], size=[2, 2], dtype=f32, device=cpu, grad_fn=<MulBackward>)
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <numeric>
+#include <string>
 #include <vector>
 
 #include "autograd/grad_mode.h"

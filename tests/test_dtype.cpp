@@ -44,14 +44,14 @@ std::vector<double> reference_table(const Format& format) {
 
 // The correctly rounded encoding of finite `x`: the nearest value of the same sign over all 65536
 // patterns, ties going to the even pattern.
-uint16_t brute_force_round(const std::vector<double>& table, float x) {
+uint16_t brute_force_round(const std::vector<double>& table, double x) {
   const uint16_t sign = std::signbit(x) ? 0x8000 : 0;
   uint16_t best = sign;
   double best_distance = std::numeric_limits<double>::infinity();
   for (uint32_t magnitude = 0; magnitude < 0x8000; ++magnitude) {
     const auto bits = static_cast<uint16_t>(sign | magnitude);
     if (std::isnan(table[bits])) continue;
-    const double distance = std::abs(static_cast<double>(x) - table[bits]);
+    const double distance = std::abs(x - table[bits]);
     if (distance < best_distance || (distance == best_distance && (bits & 1) == 0)) {
       best = bits;
       best_distance = distance;
@@ -124,6 +124,15 @@ void check_rounding_against_brute_force(const Format& format, uint64_t seed) {
 }
 
 Tensor f64_values(const std::vector<double>& values) { return tensor(values); }
+
+// The 16-bit patterns of a f16 or bf16 tensor.
+std::vector<uint16_t> bits_of(const Tensor& t) {
+  std::vector<uint16_t> bits;
+  const Tensor c = t.contiguous();
+  for (int64_t i = 0; i < c.numel(); ++i)
+    bits.push_back(c.dtype() == DType::f16 ? c.data_ptr<Half>()[i].bits : c.data_ptr<BFloat16>()[i].bits);
+  return bits;
+}
 
 const DType kAllDTypes[] = {DType::f32, DType::f64, DType::f16, DType::bf16,
                             DType::i64, DType::i32, DType::u8,  DType::boolean};
@@ -294,6 +303,26 @@ TEST_CASE("conversions to narrower floats round once, to nearest even") {
   CHECK(std::isnan(test::values(f64_values({NAN}).to(DType::bf16))[0]));
   CHECK(test::values(f64_values({1e300, -1e300}).to(DType::bf16)) == std::vector<double>{INFINITY, -INFINITY});
   CHECK(test::values(f64_values({1e-300}).to(DType::f16)) == std::vector<double>{0});
+}
+
+TEST_CASE("f64 to 16-bit conversion rounds once, as a brute-force search finds") {
+  // Doubles a hair (2^-30 relative) either side of halfway points, where rounding through f32
+  // first would land exactly on the tie, plus the halfway points themselves.
+  for (const Format& format : {kHalf, kBFloat16}) {
+    INFO(format.name);
+    Generator generator(14);
+    const std::vector<double> table = reference_table(format);
+    std::vector<double> probes;
+    for (float halfway : rounding_probes(format, generator, 300)) {
+      probes.push_back(halfway);
+      probes.push_back(static_cast<double>(halfway) * (1 + std::ldexp(1.0, -30)));
+      probes.push_back(static_cast<double>(halfway) * (1 - std::ldexp(1.0, -30)));
+    }
+    const auto got = bits_of(tensor(probes).to(format.exponent_bits == 5 ? DType::f16 : DType::bf16));
+    int mismatches = 0;
+    for (size_t i = 0; i < probes.size(); ++i) mismatches += got[i] != brute_force_round(table, probes[i]);
+    CHECK(mismatches == 0);
+  }
 }
 
 TEST_CASE("integer to float conversion is exact where the float can hold the value") {

@@ -145,7 +145,7 @@ TEST_CASE("from_blob's deleter runs exactly once, when the last view is gone") {
   CHECK(freed == data);
 }
 
-TEST_CASE("*_like factories copy shape and dtype") {
+TEST_CASE("the _like factories copy shape and dtype") {
   const Tensor x = zeros({2, 5}, {DType::f16});
   for (const Tensor& t : {empty_like(x), zeros_like(x), ones_like(x), full_like(x, 3), rand_like(x), randn_like(x)}) {
     CHECK(t.sizes() == x.sizes());
@@ -161,7 +161,7 @@ TEST_CASE("*_like factories copy shape and dtype") {
 
 // ---- random factories ----
 
-TEST_CASE("rand lies in [0, 1) for every floating dtype, with mean 1/2 and variance 1/12") {
+TEST_CASE("rand lies in 0 <= x < 1 for every floating dtype, with mean 1/2 and variance 1/12") {
   for (DType dtype : kFloatingDTypes) {
     INFO(dtype);
     Generator generator(7);
@@ -190,7 +190,7 @@ TEST_CASE("randn has mean 0 and standard deviation 1 over 100k samples") {
   }
 }
 
-TEST_CASE("randint draws every integer of [low, high) and nothing outside") {
+TEST_CASE("randint draws every integer from low to high - 1 and nothing outside") {
   Generator generator(9);
   const Tensor t = randint(-3, 4, {10000}, {DType::i64}, &generator);
   CHECK(t.dtype() == DType::i64);

@@ -526,7 +526,7 @@ TEST_CASE("sum and mean reduce over all dims, chosen dims and with keepdim") {
   CHECK_THROWS_AS(x.sum({3}), Error);
 }
 
-TEST_CASE("sum of integers and bools gives i64; mean needs a floating tensor") {
+TEST_CASE("sum of integers and bools gives i64, and mean needs a floating tensor") {
   CHECK(arange(5).to(DType::i32).sum().dtype() == DType::i64);
   CHECK(arange(5).to(DType::u8).sum().item<int64_t>() == 10);
   CHECK(tensor(std::vector<bool>{true, false, true}).sum().item<int64_t>() == 2);
