@@ -86,11 +86,12 @@ Tensor sub(const Tensor& a, const Tensor& b, double alpha) { return add(a, b, -a
 Tensor mul(const Tensor& a, const Tensor& b) {
   Tensor out = binary_forward(BinaryOp::mul, a, b, arithmetic_dtype(a, b), "mul");
   // d(ab)/da = b, d(ab)/db = a
-  return record("MulBackward", out, {a, b},
-                [sa = SavedTensor(a), sb = SavedTensor(b)](const Tensor& g, const NeedsGrad& needs) {
-                  const Tensor a = sa.get(), b = sb.get();
-                  return TensorList{needs[0] ? grad_for(g * b, a) : Tensor(), needs[1] ? grad_for(g * a, b) : Tensor()};
-                });
+  // Backward lambdas read a saved tensor only for a gradient that is needed, so modifying an
+  // operand in place is an error only when its value is really used (x * 2, then x.add_(1), is fine).
+  return record("MulBackward", out, {a, b}, [sa = SavedTensor(a), sb = SavedTensor(b), a = InputInfo(a), b = InputInfo(b)](
+                                                const Tensor& g, const NeedsGrad& needs) {
+    return TensorList{needs[0] ? grad_for(g * sb.get(), a) : Tensor(), needs[1] ? grad_for(g * sa.get(), b) : Tensor()};
+  });
 }
 
 Tensor div(const Tensor& a, const Tensor& b) {
@@ -99,9 +100,9 @@ Tensor div(const Tensor& a, const Tensor& b) {
   Tensor out = binary_forward(BinaryOp::div, a, b, dtype, "div");
   // d(a/b)/da = 1/b, d(a/b)/db = -a/b^2 = -out/b
   return record("DivBackward", out, {a, b},
-                [sa = SavedTensor(a), sb = SavedTensor(b), so = SavedTensor(out)](const Tensor& g, const NeedsGrad& needs) {
+                [a = InputInfo(a), sb = SavedTensor(b), so = SavedTensor(out)](const Tensor& g, const NeedsGrad& needs) {
                   const Tensor b = sb.get();
-                  const Tensor grad_a = needs[0] ? grad_for(g / b, sa.get()) : Tensor();
+                  const Tensor grad_a = needs[0] ? grad_for(g / b, a) : Tensor();
                   const Tensor grad_b = needs[1] ? grad_for(-(g * so.get()) / b, b) : Tensor();
                   return TensorList{grad_a, grad_b};
                 });
@@ -112,11 +113,15 @@ Tensor pow(const Tensor& base, const Tensor& exponent) {
   Tensor out = binary_forward(BinaryOp::pow, base, exponent, dtype, "pow");
   // d(a^b)/da = b a^(b-1);  d(a^b)/db = a^b log(a), taken as 0 where a == 0 (PyTorch's convention)
   return record("PowBackward", out, {base, exponent},
-                [sa = SavedTensor(base), sb = SavedTensor(exponent), so = SavedTensor(out)](const Tensor& g, const NeedsGrad& needs) {
-                  const Tensor a = sa.get(), b = sb.get();
+                [sa = SavedTensor(base), sb = SavedTensor(exponent), so = SavedTensor(out),
+                 b_info = InputInfo(exponent)](const Tensor& g, const NeedsGrad& needs) {
+                  const Tensor a = sa.get();
                   Tensor grad_a, grad_b;
-                  if (needs[0]) grad_a = grad_for(g * b * pow(a, b - 1.0), a);
-                  if (needs[1]) grad_b = grad_for(where(eq(a, 0.0), 0.0 * g, g * so.get() * log(a)), b);
+                  if (needs[0]) {
+                    const Tensor b = sb.get();
+                    grad_a = grad_for(g * b * pow(a, b - 1.0), a);
+                  }
+                  if (needs[1]) grad_b = grad_for(where(eq(a, 0.0), 0.0 * g, g * so.get() * log(a)), b_info);
                   return TensorList{grad_a, grad_b};
                 });
 }
@@ -327,7 +332,9 @@ Tensor& binary_in_place(Tensor& self, const Tensor& other, BinaryOp op, double a
     self.storage()->bump_version();
     return self;
   }
-  return autograd::apply_in_place(self, [&](const Tensor& s) { return out_of_place(s, other, alpha); }, {other}, op_name);
+  // x.mul_(x): the second operand is x's old value too, not x after the write.
+  return autograd::apply_in_place(
+      self, [&](const Tensor& s) { return out_of_place(s, other.is_same(self) ? s : other, alpha); }, {other}, op_name);
 }
 Tensor add_alpha(const Tensor& a, const Tensor& b, double alpha) { return add(a, b, alpha); }
 Tensor mul_ignoring_alpha(const Tensor& a, const Tensor& b, double) { return mul(a, b); }

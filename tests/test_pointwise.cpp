@@ -308,6 +308,29 @@ TEST_CASE("modifying a tensor saved for backward is reported at backward") {
                        Error);
 }
 
+TEST_CASE("an operand modified in place after an op is an error only if its backward reads it") {
+  Tensor a = test::rand_input({3});
+  Tensor t = a * 1.0;
+  const Tensor product = t * 2.0, quotient = t / 4.0;  // their gradients do not read t
+  t.add_(1.0);
+  (product + quotient).sum().backward();
+  CHECK(test::values(a.grad()) == std::vector<double>{2.25, 2.25, 2.25});
+  Tensor u = a * 1.0;
+  const Tensor reciprocal = 1.0 / u;  // its gradient reads u
+  u.add_(1.0);
+  CHECK_THROWS_AS(reciprocal.sum().backward(), Error);
+}
+
+TEST_CASE("x.mul_(x) on a non-leaf differentiates like x * x") {
+  Tensor a = test::rand_input({3});
+  Tensor t = a * 1.0;
+  t.mul_(t);
+  t.add_(t);
+  t.sum().backward();
+  const auto av = test::values(a), grad = test::values(a.grad());
+  for (int i = 0; i < 3; ++i) CHECK(grad[i] == doctest::Approx(4 * av[i]));  // d/da 2a^2
+}
+
 // ---- gradients ----
 
 TEST_CASE("every differentiable binary op passes gradcheck with broadcasting") {
