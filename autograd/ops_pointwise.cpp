@@ -86,11 +86,12 @@ Tensor sub(const Tensor& a, const Tensor& b, double alpha) { return add(a, b, -a
 Tensor mul(const Tensor& a, const Tensor& b) {
   Tensor out = binary_forward(BinaryOp::mul, a, b, arithmetic_dtype(a, b), "mul");
   // d(ab)/da = b, d(ab)/db = a
-  return record("MulBackward", out, {a, b},
-                [sa = SavedTensor(a), sb = SavedTensor(b)](const Tensor& g, const NeedsGrad& needs) {
-                  const Tensor a = sa.get(), b = sb.get();
-                  return TensorList{needs[0] ? grad_for(g * b, a) : Tensor(), needs[1] ? grad_for(g * a, b) : Tensor()};
-                });
+  // Backward lambdas read a saved tensor only for a gradient that is needed, so modifying an
+  // operand in place is an error only when its value is really used (x * 2, then x.add_(1), is fine).
+  return record("MulBackward", out, {a, b}, [sa = SavedTensor(a), sb = SavedTensor(b), a = InputInfo(a), b = InputInfo(b)](
+                                                const Tensor& g, const NeedsGrad& needs) {
+    return TensorList{needs[0] ? grad_for(g * sb.get(), a) : Tensor(), needs[1] ? grad_for(g * sa.get(), b) : Tensor()};
+  });
 }
 
 Tensor div(const Tensor& a, const Tensor& b) {
@@ -99,9 +100,9 @@ Tensor div(const Tensor& a, const Tensor& b) {
   Tensor out = binary_forward(BinaryOp::div, a, b, dtype, "div");
   // d(a/b)/da = 1/b, d(a/b)/db = -a/b^2 = -out/b
   return record("DivBackward", out, {a, b},
-                [sa = SavedTensor(a), sb = SavedTensor(b), so = SavedTensor(out)](const Tensor& g, const NeedsGrad& needs) {
+                [a = InputInfo(a), sb = SavedTensor(b), so = SavedTensor(out)](const Tensor& g, const NeedsGrad& needs) {
                   const Tensor b = sb.get();
-                  const Tensor grad_a = needs[0] ? grad_for(g / b, sa.get()) : Tensor();
+                  const Tensor grad_a = needs[0] ? grad_for(g / b, a) : Tensor();
                   const Tensor grad_b = needs[1] ? grad_for(-(g * so.get()) / b, b) : Tensor();
                   return TensorList{grad_a, grad_b};
                 });
@@ -112,11 +113,15 @@ Tensor pow(const Tensor& base, const Tensor& exponent) {
   Tensor out = binary_forward(BinaryOp::pow, base, exponent, dtype, "pow");
   // d(a^b)/da = b a^(b-1);  d(a^b)/db = a^b log(a), taken as 0 where a == 0 (PyTorch's convention)
   return record("PowBackward", out, {base, exponent},
-                [sa = SavedTensor(base), sb = SavedTensor(exponent), so = SavedTensor(out)](const Tensor& g, const NeedsGrad& needs) {
-                  const Tensor a = sa.get(), b = sb.get();
+                [sa = SavedTensor(base), sb = SavedTensor(exponent), so = SavedTensor(out),
+                 b_info = InputInfo(exponent)](const Tensor& g, const NeedsGrad& needs) {
+                  const Tensor a = sa.get();
                   Tensor grad_a, grad_b;
-                  if (needs[0]) grad_a = grad_for(g * b * pow(a, b - 1.0), a);
-                  if (needs[1]) grad_b = grad_for(where(eq(a, 0.0), 0.0 * g, g * so.get() * log(a)), b);
+                  if (needs[0]) {
+                    const Tensor b = sb.get();
+                    grad_a = grad_for(g * b * pow(a, b - 1.0), a);
+                  }
+                  if (needs[1]) grad_b = grad_for(where(eq(a, 0.0), 0.0 * g, g * so.get() * log(a)), b_info);
                   return TensorList{grad_a, grad_b};
                 });
 }
@@ -147,7 +152,8 @@ Tensor sub(const Tensor& a, double b) { return sub(a, scalar_like(a, b)); }
 Tensor mul(const Tensor& a, double b) { return mul(a, scalar_like(a, b)); }
 Tensor div(const Tensor& a, double b) { return div(a, scalar_like(a, b)); }
 Tensor pow(const Tensor& base, double exponent) {
-  Tensor out = binary_forward(BinaryOp::pow, base, scalar_like(base, exponent), base.dtype(), "pow");
+  const Tensor exponent_tensor = scalar_like(base, exponent);  // an integer tensor to a fractional power is f32
+  Tensor out = binary_forward(BinaryOp::pow, base, exponent_tensor, arithmetic_dtype(base, exponent_tensor), "pow");
   // d(x^e)/dx = e x^(e-1)
   return record("PowScalarBackward", out, {base}, [sb = SavedTensor(base), exponent](const Tensor& g, const NeedsGrad&) {
     if (exponent == 0.0) return TensorList{zeros_like(g)};
@@ -285,7 +291,7 @@ Tensor where(const Tensor& condition, const Tensor& a, double b) { return where(
 Tensor masked_fill(const Tensor& x, const Tensor& mask, double value) {
   SG_CHECK(broadcast_shapes(x.sizes(), mask.sizes(), "masked_fill") == x.sizes(), "masked_fill: mask of shape ",
            shape_str(mask.sizes()), " does not broadcast to the tensor's shape ", shape_str(x.sizes()));
-  return where(mask, scalar_like(x, value), x);
+  return where(mask, full({}, value, {x.dtype(), x.device()}), x);  // the value takes x's dtype, as in PyTorch
 }
 
 // ---- comparisons ----
@@ -306,12 +312,16 @@ SG_COMPARISON(ge)
 // ---- in-place methods (see Note [In-place ops and autograd]) ----
 
 namespace {
+int dtype_category(DType dtype) { return dtype == DType::boolean ? 0 : is_floating(dtype) ? 2 : 1; }
+
 // Without autograd, a binary op writes straight into self (each element reads only its own
 // position, so out may alias a); with autograd it goes through apply_in_place.
 Tensor& binary_in_place(Tensor& self, const Tensor& other, BinaryOp op, double alpha,
                         Tensor (*out_of_place)(const Tensor&, const Tensor&, double), const char* op_name) {
-  const DType result_dtype = promote_types(self.dtype(), other.dtype());
-  SG_CHECK(is_floating(self.dtype()) || !is_floating(result_dtype), op_name, ": the result type ", result_dtype,
+  // As PyTorch's can_cast: a float result is not truncated into an integer tensor, nor an
+  // integer one into a bool tensor; within a category (f32 into f16) it is rounded.
+  const DType result_dtype = arithmetic_dtype(self, other);
+  SG_CHECK(dtype_category(result_dtype) <= dtype_category(self.dtype()), op_name, ": the result type ", result_dtype,
            " cannot be written in place into a ", self.dtype(), " tensor");
   if (!autograd::any_requires_grad({self, other})) {
     SG_CHECK(broadcast_shapes(self.sizes(), other.sizes(), op_name) == self.sizes(), op_name,
@@ -322,7 +332,9 @@ Tensor& binary_in_place(Tensor& self, const Tensor& other, BinaryOp op, double a
     self.storage()->bump_version();
     return self;
   }
-  return autograd::apply_in_place(self, [&](const Tensor& s) { return out_of_place(s, other, alpha); }, {other}, op_name);
+  // x.mul_(x): the second operand is x's old value too, not x after the write.
+  return autograd::apply_in_place(
+      self, [&](const Tensor& s) { return out_of_place(s, other.is_same(self) ? s : other, alpha); }, {other}, op_name);
 }
 Tensor add_alpha(const Tensor& a, const Tensor& b, double alpha) { return add(a, b, alpha); }
 Tensor mul_ignoring_alpha(const Tensor& a, const Tensor& b, double) { return mul(a, b); }

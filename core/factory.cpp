@@ -49,10 +49,10 @@ Tensor linspace(double start, double end, int64_t steps, TensorOptions options) 
   SG_CHECK(steps >= 0, "linspace: steps must be non-negative, got ", steps);
   std::vector<double> values(steps);
   const double step = steps > 1 ? (end - start) / static_cast<double>(steps - 1) : 0.0;
-  // Fill from both ends (as PyTorch does) so the last value is exactly `end`.
+  // Fill from both ends (as PyTorch does) so the last value is exactly `end`; one step is `start`.
   for (int64_t i = 0; i < steps; ++i)
-    values[i] = i < steps / 2 ? start + step * static_cast<double>(i)
-                              : end - step * static_cast<double>(steps - 1 - i);
+    values[i] = i < steps / 2 || steps == 1 ? start + step * static_cast<double>(i)
+                                            : end - step * static_cast<double>(steps - 1 - i);
   return converted(tensor(values, {steps}), options);
 }
 
@@ -77,7 +77,7 @@ Tensor randint(int64_t low, int64_t high, const Shape& shape, TensorOptions opti
 
 template <typename T>
 Tensor tensor(const std::vector<T>& values, const Shape& shape) {
-  const Shape actual = shape.empty() && values.size() != 1 ? Shape{static_cast<int64_t>(values.size())} : shape;
+  const Shape actual = shape.empty() ? Shape{static_cast<int64_t>(values.size())} : shape;
   SG_CHECK(numel_of(actual) == static_cast<int64_t>(values.size()), "tensor: ", values.size(),
            " values do not fill shape ", shape_str(actual));
   Tensor t = empty(actual, {dtype_of<T>(), Device::cpu()});

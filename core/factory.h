@@ -32,7 +32,8 @@ Tensor randn(const Shape& shape, TensorOptions options = {}, Generator* generato
 Tensor randint(int64_t low, int64_t high, const Shape& shape,
                TensorOptions options = {DType::i64, Device::cpu()}, Generator* generator = nullptr);
 
-// Copies `values` into a new tensor of `shape` (default: 1-D); the dtype follows T.
+// Copies `values` into a new tensor of `shape` (default: 1-D, whatever the number of values;
+// scalar_tensor makes a 0-dim tensor); the dtype follows T.
 template <typename T>
 Tensor tensor(const std::vector<T>& values, const Shape& shape = {});
 // Wraps memory the caller owns, without copying; `deleter` (may be empty) runs when the last

@@ -29,6 +29,17 @@ inline uint16_t float_to_bfloat16_bits(float f) {
 }
 inline float bfloat16_bits_to_float(uint16_t b) { return detail::bits_float(uint32_t(b) << 16); }
 
+// `d` rounded to float "to odd": truncated, with the last bit set when bits were dropped. A value
+// rounded this way keeps enough information that rounding it again to a narrower format (f16,
+// bf16) gives the correctly rounded result of `d`, so double -> float -> half rounds only once.
+inline float round_to_odd_float(double d) {
+  float f = static_cast<float>(d);
+  if (static_cast<double>(f) == d || d != d) return f;
+  uint32_t u = detail::float_bits(f);
+  if (d > 0 ? static_cast<double>(f) > d : static_cast<double>(f) < d) --u;  // rounded away from zero: step back
+  return detail::bits_float(u | 1u);
+}
+
 struct Half {
   uint16_t bits = 0;
   Half() = default;

@@ -22,12 +22,17 @@ void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, in
     fn(0, n);
     return;
   }
+  const int64_t chunk = (n + threads - 1) / threads;
 #pragma omp parallel num_threads(threads)
   {
-    const int64_t chunk = (n + threads - 1) / threads;
-    const int64_t begin = omp_get_thread_num() * chunk;
-    const int64_t end = std::min(n, begin + chunk);
-    if (begin < end) fn(begin, end);
+    // OpenMP may grant fewer threads than asked (OMP_THREAD_LIMIT, OMP_DYNAMIC, a teams
+    // region): each thread then takes every team-size-th chunk, so every chunk still runs and
+    // the chunks stay the same.
+    for (int64_t c = omp_get_thread_num(); c < threads; c += omp_get_num_threads()) {
+      const int64_t begin = c * chunk;
+      const int64_t end = std::min(n, begin + chunk);
+      if (begin < end) fn(begin, end);
+    }
   }
 }
 

@@ -56,7 +56,7 @@ public:
   // The value of a one-element tensor, converted to T.
   template <typename T> T item() const;
   double item() const { return item<double>(); }
-  std::string str() const;  // PyTorch-style printout (core/print.cpp)
+  std::string str() const;  // PyTorch-style printout (autograd/print.cpp: it names the grad_fn)
 
   // A new handle on the same storage and shape, with no autograd history.
   Tensor alias() const;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <sstream>
 
 namespace sg::test {
 
@@ -15,6 +16,22 @@ Tensor rand_input(const Shape& shape, double low, double high) {
   {
     NoGradGuard no_grad;
     t = t * (high - low) + low;
+  }
+  return t.requires_grad_();
+}
+
+Tensor noncontiguous_input(const Shape& shape, double low, double high) {
+  Tensor t;
+  {
+    NoGradGuard no_grad;
+    if (shape.size() < 2) {
+      const int64_t n = shape.empty() ? 1 : shape[0];
+      t = rand_input({2 * n}, low, high).detach().slice(0, 0, 2 * n, 2).reshape(shape);
+    } else {
+      Shape swapped = shape;
+      std::swap(swapped[swapped.size() - 1], swapped[swapped.size() - 2]);
+      t = rand_input(swapped, low, high).detach().transpose(-1, -2);
+    }
   }
   return t.requires_grad_();
 }
@@ -34,3 +51,12 @@ double max_abs_diff(const Tensor& a, const Tensor& b) {
 }
 
 }  // namespace sg::test
+
+doctest::String doctest::StringMaker<std::vector<double>>::convert(const std::vector<double>& values) {
+  std::ostringstream out;
+  out.precision(17);
+  out << '{';
+  for (size_t i = 0; i < values.size(); ++i) out << (i ? ", " : "") << values[i];
+  out << '}';
+  return out.str().c_str();
+}

@@ -185,11 +185,11 @@ TEST_CASE("index_select picks slices along a dim, repeats included") {
   const Tensor columns = index_select(x, -1, i32({1, 1}));
   CHECK(columns.sizes() == Shape{3, 2});
   CHECK(test::values(columns) == std::vector<double>{2, 2, 5, 5, 8, 8});
-  const Tensor scalar_index = index_select(x, 1, i64({2}, {}));
+  const Tensor scalar_index = index_select(x, 1, scalar_tensor(2, {DType::i64}));
   CHECK(scalar_index.sizes() == Shape{3, 1});
   CHECK(test::values(scalar_index) == std::vector<double>{3, 6, 9});
   CHECK(index_select(x, 0, i64({})).sizes() == Shape{0, 3});
-  const Tensor of_scalar = index_select(f64({4.5}, {}), 0, i64({0}));
+  const Tensor of_scalar = index_select(scalar_tensor(4.5, {DType::f64}), 0, i64({0}));
   CHECK(of_scalar.dim() == 0);
   CHECK(of_scalar.item() == 4.5);
 }
@@ -210,7 +210,7 @@ TEST_CASE("index_select of strided inputs matches the contiguous row-copy path")
   // A stepped (non-contiguous) index and a 0-dim index, on both paths.
   const Tensor every_other = randint(0, 300, {100}, {DType::i64}, &test::rng()).slice(0, 0, 100, 2);
   CHECK(test::max_abs_diff(index_select(xt, 1, every_other), index_select(x.t().contiguous(), 1, every_other.contiguous())) == 0.0);
-  const Tensor single = i64({7}, {});
+  const Tensor single = scalar_tensor(7, {DType::i64});
   CHECK(test::max_abs_diff(index_select(xt, 1, single), index_select(xt.contiguous(), 1, single)) == 0.0);
   // And both against the definition, slice by slice.
   const Tensor picked = index_select(cube, 1, middle);
@@ -241,7 +241,7 @@ TEST_CASE("gather reads along a dim as torch.gather") {
   const Tensor picked = gather(counting({3, 4}), -1, i64({1, 2}, {2, 1}));
   CHECK(picked.sizes() == Shape{2, 1});
   CHECK(test::values(picked) == std::vector<double>{2, 7});
-  CHECK(gather(f64({3.5}, {}), 0, i64({0}, {})).item() == 3.5);
+  CHECK(gather(scalar_tensor(3.5, {DType::f64}), 0, scalar_tensor(0, {DType::i64})).item() == 3.5);
 }
 
 TEST_CASE("gather of a transposed input matches gather of its contiguous copy") {
@@ -300,7 +300,7 @@ TEST_CASE("embedding looks up weight rows for indices of any shape") {
   const Tensor out = embedding(weight, i64({2, 0, 2, 1}, {2, 2}));
   CHECK(out.sizes() == Shape{2, 2, 2});
   CHECK(test::values(out) == std::vector<double>{20, 21, 0, 1, 20, 21, 10, 11});
-  const Tensor single = embedding(weight, i32({1}, {}));
+  const Tensor single = embedding(weight, scalar_tensor(1, {DType::i32}));
   CHECK(single.sizes() == Shape{2});
   CHECK(test::values(single) == std::vector<double>{10, 11});
   // A transposed weight is read where it lies.

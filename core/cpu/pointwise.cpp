@@ -7,16 +7,31 @@
 
 namespace sg::cpu {
 
+namespace {
+// One element converted for copy: to bool is "nonzero"; otherwise through the compute types, so
+// int -> float is exact where the float can hold it. A 16-bit float computes in float, which
+// cannot hold every f64, i64 or i32 value: those go through round_to_odd_float so that the value
+// is rounded once (core/half.h), not once to float and again to 16 bits (an i64 beyond 2^53 is
+// still rounded to f64 first).
+template <typename out_t, typename in_t>
+out_t convert(in_t x) {
+  using in_math_t = opmath_t<in_t>;
+  using out_math_t = opmath_t<out_t>;
+  constexpr bool narrow_float_out = std::is_same_v<out_t, Half> || std::is_same_v<out_t, BFloat16>;
+  constexpr bool wider_than_float_in =
+      std::is_same_v<in_t, double> || std::is_same_v<in_t, int64_t> || std::is_same_v<in_t, int32_t>;
+  if constexpr (std::is_same_v<out_t, bool>) return static_cast<in_math_t>(x) != in_math_t(0);
+  else if constexpr (narrow_float_out && wider_than_float_in) return out_t(round_to_odd_float(static_cast<double>(x)));
+  else return static_cast<out_t>(static_cast<out_math_t>(static_cast<in_math_t>(x)));
+}
+}  // namespace
+
 void copy(const Tensor& dst, const Tensor& src) {
   auto ops = make_operands<2>(dst.sizes(), {&dst, &src});
   SG_DISPATCH_ALL(dst.dtype(), "copy", [&]<typename out_t>() {
     SG_DISPATCH_ALL(src.dtype(), "copy", [&]<typename in_t>() {
       for_each_run<2>(dst.sizes(), ops, [](auto p, auto s, int64_t n) {
-        // Through the widest type, so f64 -> f16 rounds once and int -> float is exact.
-        unary_run<out_t, in_t>(p, s, n, [](in_t x) {
-          if constexpr (std::is_same_v<out_t, bool>) return static_cast<opmath_t<in_t>>(x) != opmath_t<in_t>(0);
-          else return static_cast<out_t>(static_cast<opmath_t<out_t>>(static_cast<opmath_t<in_t>>(x)));
-        });
+        unary_run<out_t, in_t>(p, s, n, [](in_t x) { return convert<out_t, in_t>(x); });
       });
     });
   });
@@ -111,7 +126,8 @@ void clamp(const Tensor& out, const Tensor& in, std::optional<double> min, std::
       unary_run<scalar_t, scalar_t>(p, s, n, [&](scalar_t x) {
         const math_t v = math_t(x);
         if (v != v) return x;  // NaN stays NaN, as in PyTorch
-        return scalar_t(v < lo ? lo : (v > hi ? hi : v));
+        const math_t at_least_lo = v < lo ? lo : v;
+        return scalar_t(at_least_lo > hi ? hi : at_least_lo);  // min(max(v, lo), hi): max wins if lo > hi, as in PyTorch
       });
     });
   });

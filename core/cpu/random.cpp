@@ -35,11 +35,24 @@ double uniform01(int half, const Generator::Block& block) {
   return uniform_double(block.word[2 * half], block.word[2 * half + 1]);
 }
 
+// Significand bits of a floating dtype (53 for the others, which only truncate).
+int significand_bits(DType dtype) {
+  switch (dtype) {
+    case DType::f32: return 24;
+    case DType::f16: return 11;
+    case DType::bf16: return 8;
+    default: return 53;
+  }
+}
+
 }  // namespace
 
 void uniform_(const Tensor& t, double low, double high, Generator& generator) {
+  // A draw keeps only as many bits as the dtype holds, rounded down, so storing it never rounds
+  // up to 1 (bf16 would, for 1 draw in 512); PyTorch's uniform does the same.
+  const double grid = std::ldexp(1.0, significand_bits(t.dtype()));
   fill_random(t, generator, "uniform_", [=](int half, const Generator::Block& block) {
-    return low + (high - low) * uniform01(half, block);
+    return low + (high - low) * (std::floor(uniform01(half, block) * grid) / grid);
   });
 }
 
