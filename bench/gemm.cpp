@@ -1,0 +1,167 @@
+// GEMM throughput: syncgrad's matmul (public API) against OpenBLAS called directly and against
+// Eigen's own product, f32 square n x n, on 1 and 2 threads, all measured in one run and
+// interleaved so that load from other processes hits every implementation alike.
+// Prints a table, then one JSON object per measurement. docs/performance.md explains the numbers.
+//
+//   ./build/bench/bench_gemm [--sizes 256,512,1024,2048] [--threads 1,2]
+#include <cblas.h>  // defines: cblas_sgemm, openblas_get_corename
+
+#include <Eigen/Core>  // defines: Eigen::MatrixXf
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "syncgrad.h"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// The machine's f32 peak from /proc/cpuinfo: cores x GHz x FLOPs per cycle per core, where a
+// core with AVX-512 retires 2 FMA x 16 lanes x 2 FLOPs = 64 per cycle and one with AVX2 + FMA
+// 2 x 8 x 2 = 32. Both assume two FMA units per core (true of recent server cores, not of all
+// AVX-512 parts) and the "cpu MHz" the kernel reports (a VM shows the nominal clock; turbo can
+// exceed it, so a measurement above "peak" means the clock is higher than reported).
+struct Peak {
+  std::string model = "unknown";
+  double ghz = 0;
+  int flops_per_cycle = 0;
+  std::string isa = "unknown";
+  double gflops(int threads) const { return threads * ghz * flops_per_cycle; }
+};
+
+Peak read_peak() {
+  Peak peak;
+  std::ifstream cpuinfo("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(cpuinfo, line)) {
+    const auto colon = line.find(':');
+    if (colon == std::string::npos) continue;
+    std::string key = line.substr(0, colon), value = line.substr(colon + 1);
+    key.erase(key.find_last_not_of(" \t") + 1);
+    value.erase(0, value.find_first_not_of(' '));
+    if (key == "model name" && peak.model == "unknown") peak.model = value;
+    if (key == "cpu MHz" && peak.ghz == 0) peak.ghz = std::stod(value) / 1000.0;
+    if (key == "flags" && peak.flops_per_cycle == 0) {
+      const std::string flags = " " + value + " ";
+      if (flags.find(" avx512f ") != std::string::npos) {
+        peak.flops_per_cycle = 64;
+        peak.isa = "AVX-512 (2 FMA x 16 f32 x 2)";
+      } else if (flags.find(" avx2 ") != std::string::npos && flags.find(" fma ") != std::string::npos) {
+        peak.flops_per_cycle = 32;
+        peak.isa = "AVX2 FMA (2 FMA x 8 f32 x 2)";
+      }
+    }
+  }
+  return peak;
+}
+
+// Seconds per call: `fn` is run in samples of `calls` calls (chosen so a sample lasts >= 50 ms).
+struct Timer {
+  std::function<void()> fn;
+  int calls = 1;
+  std::vector<double> samples;
+
+  void calibrate() {
+    fn();  // warm-up: first-touch of the output, thread start-up, BLAS buffers
+    const auto start = Clock::now();
+    fn();
+    const double once = std::chrono::duration<double>(Clock::now() - start).count();
+    calls = std::max(1, static_cast<int>(0.05 / std::max(once, 1e-9)));
+  }
+  void sample() {
+    const auto start = Clock::now();
+    for (int i = 0; i < calls; ++i) fn();
+    samples.push_back(std::chrono::duration<double>(Clock::now() - start).count() / calls);
+  }
+  double median() {
+    std::sort(samples.begin(), samples.end());
+    return samples[samples.size() / 2];
+  }
+};
+
+std::vector<int> parse_list(const char* text) {
+  std::vector<int> values;
+  std::stringstream stream(text);
+  std::string item;
+  while (std::getline(stream, item, ',')) values.push_back(std::stoi(item));
+  return values;
+}
+
+struct Result {
+  std::string impl;
+  int n, threads;
+  double gflops;
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::vector<int> sizes{256, 512, 1024, 2048}, thread_counts{1, 2};
+  for (int i = 1; i + 1 < argc; i += 2) {
+    if (std::strcmp(argv[i], "--sizes") == 0) sizes = parse_list(argv[i + 1]);
+    else if (std::strcmp(argv[i], "--threads") == 0) thread_counts = parse_list(argv[i + 1]);
+  }
+  constexpr int kSamples = 7;
+  const Peak peak = read_peak();
+  std::printf("CPU: %s, %.2f GHz (cpu MHz), %s = %d f32 FLOPs/cycle/core\n", peak.model.c_str(), peak.ghz,
+              peak.isa.c_str(), peak.flops_per_cycle);
+  std::printf("OpenBLAS: %s (core %s)\n", openblas_get_config(), openblas_get_corename());
+  std::printf("f32 C = A B, n x n, median of %d samples; GFLOP/s = 2 n^3 / seconds\n\n", kSamples);
+
+  std::vector<Result> results;
+  for (int threads : thread_counts) {
+    sg::set_num_threads(threads);
+    for (int n : sizes) {
+      sg::Generator generator(42);
+      const sg::Tensor a = sg::randn({n, n}, {}, &generator), b = sg::randn({n, n}, {}, &generator);
+      std::vector<float> c(static_cast<size_t>(n) * n);
+      const Eigen::MatrixXf ea = Eigen::MatrixXf::Random(n, n), eb = Eigen::MatrixXf::Random(n, n);
+      Eigen::MatrixXf ec(n, n);
+      const float* pa = a.data_ptr<float>();
+      const float* pb = b.data_ptr<float>();
+      std::map<std::string, Timer> timers;
+      timers["openblas"].fn = [&] {
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0f, pa, n, pb, n, 0.0f, c.data(), n);
+      };
+      timers["syncgrad"].fn = [&] { sg::matmul(a, b); };
+      timers["eigen"].fn = [&] { ec.noalias() = ea * eb; };
+      for (auto& [name, timer] : timers) timer.calibrate();
+      for (int s = 0; s < kSamples; ++s)
+        for (auto& [name, timer] : timers) timer.sample();
+      const double flops = 2.0 * n * n * static_cast<double>(n);
+      for (const char* impl : {"syncgrad", "openblas", "eigen"})
+        results.push_back({impl, n, threads, flops / timers[impl].median() / 1e9});
+    }
+  }
+
+  const auto openblas_gflops = [&](int n, int threads) {
+    for (const Result& r : results)
+      if (r.impl == "openblas" && r.n == n && r.threads == threads) return r.gflops;
+    return 0.0;
+  };
+  std::printf("%-9s %5s %7s %10s %14s %10s %8s\n", "impl", "n", "threads", "GFLOP/s", "vs OpenBLAS", "peak", "of peak");
+  for (const Result& r : results)
+    std::printf("%-9s %5d %7d %10.1f %13.1f%% %10.0f %7.1f%%\n", r.impl.c_str(), r.n, r.threads, r.gflops,
+                100 * r.gflops / openblas_gflops(r.n, r.threads), peak.gflops(r.threads),
+                100 * r.gflops / peak.gflops(r.threads));
+  std::printf("\n");
+  for (int threads : thread_counts)
+    std::printf("{\"bench\":\"gemm_peak\",\"threads\":%d,\"model\":\"%s\",\"ghz\":%.3f,\"flops_per_cycle\":%d,\"gflops\":%.1f}\n",
+                threads, peak.model.c_str(), peak.ghz, peak.flops_per_cycle, peak.gflops(threads));
+  for (const Result& r : results) {
+    const double reference = openblas_gflops(r.n, r.threads);
+    std::printf("{\"bench\":\"gemm\",\"impl\":\"%s\",\"n\":%d,\"threads\":%d,\"gflops\":%.2f,\"openblas_gflops\":%.2f,"
+                "\"ratio\":%.4f,\"peak_gflops\":%.1f}\n",
+                r.impl.c_str(), r.n, r.threads, r.gflops, reference, r.gflops / reference, peak.gflops(r.threads));
+  }
+  return 0;
+}
