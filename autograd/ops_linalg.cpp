@@ -126,6 +126,7 @@ TensorList matmul_backward(const Tensor& g, const Tensor& a, const Tensor& b, co
 
 // matmul, mm and bmm share their backward: mm and bmm are matmul restricted to fixed ranks.
 Tensor record_product(const char* name, Tensor out, const Tensor& a, const Tensor& b) {
+  // d(a @ b)/da = g @ b^T, d(a @ b)/db = a^T @ g (batches and 1-D operands: matmul_backward)
   return record(name, std::move(out), {a, b}, [sa = SavedTensor(a), sb = SavedTensor(b)](const Tensor& g, const NeedsGrad& needs) {
     return matmul_backward(g, sa.get(), sb.get(), needs);
   });

@@ -88,6 +88,14 @@ struct Timer {
   }
 };
 
+// The 1-minute load average: other processes on the machine make the numbers noisy.
+std::string load_average() {
+  std::ifstream file("/proc/loadavg");
+  std::string one_minute;
+  file >> one_minute;
+  return one_minute.empty() ? "unknown" : one_minute;
+}
+
 std::vector<int> parse_list(const char* text) {
   std::vector<int> values;
   std::stringstream stream(text);
@@ -115,7 +123,8 @@ int main(int argc, char** argv) {
   std::printf("CPU: %s, %.2f GHz (cpu MHz), %s = %d f32 FLOPs/cycle/core\n", peak.model.c_str(), peak.ghz,
               peak.isa.c_str(), peak.flops_per_cycle);
   std::printf("OpenBLAS: %s (core %s)\n", openblas_get_config(), openblas_get_corename());
-  std::printf("f32 C = A B, n x n, median of %d samples; GFLOP/s = 2 n^3 / seconds\n\n", kSamples);
+  std::printf("f32 C = A B, n x n, median of %d samples; GFLOP/s = 2 n^3 / seconds\n", kSamples);
+  std::printf("load average (1 min) at start: %s\n\n", load_average().c_str());
 
   std::vector<Result> results;
   for (int threads : thread_counts) {
@@ -153,7 +162,7 @@ int main(int argc, char** argv) {
     std::printf("%-9s %5d %7d %10.1f %13.1f%% %10.0f %7.1f%%\n", r.impl.c_str(), r.n, r.threads, r.gflops,
                 100 * r.gflops / openblas_gflops(r.n, r.threads), peak.gflops(r.threads),
                 100 * r.gflops / peak.gflops(r.threads));
-  std::printf("\n");
+  std::printf("load average (1 min) at end: %s\n\n", load_average().c_str());
   for (int threads : thread_counts)
     std::printf("{\"bench\":\"gemm_peak\",\"threads\":%d,\"model\":\"%s\",\"ghz\":%.3f,\"flops_per_cycle\":%d,\"gflops\":%.1f}\n",
                 threads, peak.model.c_str(), peak.ghz, peak.flops_per_cycle, peak.gflops(threads));
