@@ -79,8 +79,7 @@ void run_backward(const Tensor& root, const Tensor& gradient, bool retain_graph)
     // A node whose consumers sent no gradient (all undefined) contributes nothing downstream,
     // but its inputs must still be released from waiting on it.
     TensorList input_grads;
-    if (grad.defined()) input_grads = node->apply(grad);
-    grad = Tensor();
+    if (grad.defined()) input_grads = node->apply(std::move(grad));
     if (!retain_graph) node->release();
 
     const auto& next_nodes = node->next_nodes();

@@ -21,13 +21,13 @@ Tensor Node::run_pre_hooks(Tensor grad) const {
   return grad;
 }
 
-TensorList Node::apply(const Tensor& grad_output) {
+TensorList Node::apply(Tensor grad_output) {
   SG_CHECK(backward_ != nullptr, "backward through ", name_,
            ": the graph was already freed. Trying to backward through the graph a second time? "
            "Pass retain_graph=true to the first backward if you need to.");
   NeedsGrad needs(next_nodes_.size());
   for (size_t i = 0; i < needs.size(); ++i) needs[i] = next_nodes_[i] != nullptr;
-  return backward_(run_pre_hooks(grad_output), needs);
+  return backward_(run_pre_hooks(std::move(grad_output)), needs);
 }
 
 void Node::release() { backward_ = nullptr; }
@@ -35,10 +35,10 @@ void Node::release() { backward_ = nullptr; }
 AccumulateGrad::AccumulateGrad(std::shared_ptr<TensorImpl> leaf)
     : Node("AccumulateGrad", {}, nullptr), leaf_(std::move(leaf)) {}
 
-TensorList AccumulateGrad::apply(const Tensor& grad_output) {
+TensorList AccumulateGrad::apply(Tensor grad_output) {
   Tensor leaf(leaf_);
   AutogradMeta& meta = ensure_meta(leaf);
-  Tensor grad = run_pre_hooks(grad_output);
+  Tensor grad = run_pre_hooks(std::move(grad_output));
   for (const auto& hook : meta.hooks) {
     Tensor replaced = hook(grad);
     if (replaced.defined()) grad = replaced;
@@ -49,8 +49,8 @@ TensorList AccumulateGrad::apply(const Tensor& grad_output) {
   if (!meta.grad.defined()) {
     // Steal a freshly computed gradient that nobody else references; otherwise copy it, so two
     // leaves never share one .grad that later accumulation would write through.
-    const bool exclusive = grad.impl_ptr().use_count() == 1 && grad.is_contiguous() &&
-                           grad.dtype() == leaf.dtype() && grad.storage_offset() == 0;
+    const bool exclusive = grad.impl_ptr().use_count() == 1 && grad.storage().use_count() == 1 &&
+                           grad.is_contiguous() && grad.dtype() == leaf.dtype() && grad.storage_offset() == 0;
     meta.grad = exclusive ? grad.detach() : grad.to(leaf.dtype()).clone();
   } else {
     meta.grad.add_(grad);

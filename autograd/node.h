@@ -29,8 +29,9 @@ public:
   // Nodes created later run earlier in backward; leaves' sinks run as soon as they are ready.
   uint64_t sequence_number() const { return sequence_number_; }
 
-  // Runs the pre-hooks, then the backward function; throws if the graph was freed.
-  virtual TensorList apply(const Tensor& grad_output);
+  // Runs the pre-hooks, then the backward function; throws if the graph was freed. Takes the
+  // gradient by value so a sink can adopt a gradient nobody else holds (see AccumulateGrad).
+  virtual TensorList apply(Tensor grad_output);
   // Frees saved tensors (called after backward unless retain_graph).
   virtual void release();
   void add_pre_hook(TensorHook hook) { pre_hooks_.push_back(std::move(hook)); }
@@ -51,7 +52,7 @@ private:
 class AccumulateGrad final : public Node {
 public:
   explicit AccumulateGrad(std::shared_ptr<TensorImpl> leaf);
-  TensorList apply(const Tensor& grad_output) override;
+  TensorList apply(Tensor grad_output) override;
   void release() override {}  // holds nothing a second backward could miss
 
 private:

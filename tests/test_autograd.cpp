@@ -211,3 +211,13 @@ TEST_CASE("gradients arrive in each leaf's dtype") {
   CHECK(x.grad().dtype() == DType::f32);
   CHECK(test::values(x.grad()) == std::vector<double>{2, 2, 2});
 }
+
+TEST_CASE("a leaf gradient never shares memory with another leaf's gradient through a view") {
+  // AddBackward hands one gradient to x and to w's ViewBackward, whose output is a view of it.
+  Tensor x = test::rand_input({2, 3});
+  Tensor w = test::rand_input({6});
+  (x + w.reshape({2, 3})).sum().backward();
+  x.mutable_grad().mul_(5.0);
+  CHECK(test::values(w.grad()) == std::vector<double>(6, 1.0));
+  CHECK(test::values(x.grad()) == std::vector<double>(6, 5.0));
+}
