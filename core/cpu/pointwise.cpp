@@ -1,6 +1,8 @@
 // CPU pointwise kernels: every one is a strided loop (core/cpu/loops.h) around the shared
 // per-element math (core/pointwise_math.h). 16-bit floats are widened to float per element.
+#include <algorithm>
 #include <limits>
+#include <optional>
 
 #include "core/cpu/operands.h"
 #include "core/kernels/pointwise.h"
@@ -26,11 +28,64 @@ out_t convert(in_t x) {
 }
 }  // namespace
 
+namespace {
+// Note [Tiled transposing copy]
+// contiguous() of a transposed tensor reads the source with a large stride along the output's
+// innermost dim: every element read touches a new cache line (~25x slower than a plain copy
+// for a 4096x4096 f32). When the source is unit-stride along some other dim d, the copy walks
+// (d, last) in 32x32 tiles instead, so both sides stay in cache while a tile is copied.
+constexpr int64_t kTile = 32;
+
+// The dim along which `src` is unit-stride while `dst` is unit-stride along the last dim, if any.
+std::optional<int64_t> transposed_dim(const Shape& shape, const Operands<2>& ops, int64_t out_size, int64_t in_size) {
+  const int64_t last = static_cast<int64_t>(shape.size()) - 1;
+  if (last < 1 || ops.byte_strides[0][last] != out_size || ops.byte_strides[1][last] == in_size) return std::nullopt;
+  for (int64_t d = last - 1; d >= 0; --d)
+    if (ops.byte_strides[1][d] == in_size && shape[d] >= kTile && shape[last] >= kTile) return d;
+  return std::nullopt;
+}
+
+template <typename out_t, typename in_t>
+void copy_tiled(const Shape& shape, const Operands<2>& ops, int64_t d) {
+  const int64_t last = static_cast<int64_t>(shape.size()) - 1;
+  const int64_t rows = shape[d], cols = shape[last];
+  const int64_t dst_row = ops.byte_strides[0][d], dst_col = ops.byte_strides[0][last];
+  const int64_t src_row = ops.byte_strides[1][d], src_col = ops.byte_strides[1][last];
+  // The remaining dims index whole (rows x cols) matrices.
+  Operands<2> outer;
+  outer.data = ops.data;
+  Shape outer_shape;
+  for (int64_t k = 0; k < last; ++k) {
+    if (k == d) continue;
+    outer_shape.push_back(shape[k]);
+    for (int i = 0; i < 2; ++i) outer.byte_strides[i].push_back(ops.byte_strides[i][k]);
+  }
+  for_each_run<2>(outer_shape, outer, [&](auto p, auto s, int64_t n) {
+    for (int64_t m = 0; m < n; ++m) {
+      char* dst = p[0] + m * s[0];
+      const char* src = p[1] + m * s[1];
+      for (int64_t r0 = 0; r0 < rows; r0 += kTile)
+        for (int64_t c0 = 0; c0 < cols; c0 += kTile)
+          for (int64_t r = r0; r < std::min(rows, r0 + kTile); ++r)
+            for (int64_t c = c0; c < std::min(cols, c0 + kTile); ++c)
+              *reinterpret_cast<out_t*>(dst + r * dst_row + c * dst_col) =
+                  convert<out_t, in_t>(*reinterpret_cast<const in_t*>(src + r * src_row + c * src_col));
+    }
+  });
+}
+}  // namespace
+
 void copy(const Tensor& dst, const Tensor& src) {
   auto ops = make_operands<2>(dst.sizes(), {&dst, &src});
+  Shape shape = dst.sizes();
+  coalesce<2>(shape, ops);
   SG_DISPATCH_ALL(dst.dtype(), "copy", [&]<typename out_t>() {
     SG_DISPATCH_ALL(src.dtype(), "copy", [&]<typename in_t>() {
-      for_each_run<2>(dst.sizes(), ops, [](auto p, auto s, int64_t n) {
+      if (auto d = transposed_dim(shape, ops, sizeof(out_t), sizeof(in_t))) {
+        (copy_tiled<out_t, in_t>)(shape, ops, *d);  // parenthesised: a macro argument
+        return;
+      }
+      for_each_run<2>(shape, ops, [](auto p, auto s, int64_t n) {
         unary_run<out_t, in_t>(p, s, n, [](in_t x) { return convert<out_t, in_t>(x); });
       });
     });
