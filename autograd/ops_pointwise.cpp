@@ -126,25 +126,27 @@ Tensor pow(const Tensor& base, const Tensor& exponent) {
                 });
 }
 
-Tensor maximum(const Tensor& a, const Tensor& b) {
-  Tensor out = binary_forward(BinaryOp::maximum, a, b, arithmetic_dtype(a, b), "maximum");
-  // The gradient goes to the larger input; ties split it evenly (as PyTorch).
-  return record("MaximumBackward", out, {a, b},
-                [sa = SavedTensor(a), sb = SavedTensor(b)](const Tensor& g, const NeedsGrad&) {
+namespace {
+// maximum / minimum: the gradient goes to the input that won (a wins where a_wins(a, b) holds);
+// ties split it evenly, as PyTorch does.
+Tensor extremum(BinaryOp op, const Tensor& a, const Tensor& b, const char* name, const char* node_name,
+                Tensor (*a_wins)(const Tensor&, const Tensor&)) {
+  Tensor out = binary_forward(op, a, b, arithmetic_dtype(a, b), name);
+  return record(node_name, out, {a, b},
+                [sa = SavedTensor(a), sb = SavedTensor(b), a_wins](const Tensor& g, const NeedsGrad&) {
                   const Tensor a = sa.get(), b = sb.get();
-                  const Tensor share_a = where(gt(a, b), scalar_like(g, 1.0), where(eq(a, b), scalar_like(g, 0.5), 0.0));
+                  const Tensor share_a = where(a_wins(a, b), scalar_like(g, 1.0), where(eq(a, b), scalar_like(g, 0.5), 0.0));
                   return TensorList{grad_for(g * share_a, a), grad_for(g * (1.0 - share_a), b)};
                 });
 }
+}  // namespace
+
+Tensor maximum(const Tensor& a, const Tensor& b) {
+  return extremum(BinaryOp::maximum, a, b, "maximum", "MaximumBackward", [](const Tensor& x, const Tensor& y) { return gt(x, y); });
+}
 
 Tensor minimum(const Tensor& a, const Tensor& b) {
-  Tensor out = binary_forward(BinaryOp::minimum, a, b, arithmetic_dtype(a, b), "minimum");
-  return record("MinimumBackward", out, {a, b},
-                [sa = SavedTensor(a), sb = SavedTensor(b)](const Tensor& g, const NeedsGrad&) {
-                  const Tensor a = sa.get(), b = sb.get();
-                  const Tensor share_a = where(lt(a, b), scalar_like(g, 1.0), where(eq(a, b), scalar_like(g, 0.5), 0.0));
-                  return TensorList{grad_for(g * share_a, a), grad_for(g * (1.0 - share_a), b)};
-                });
+  return extremum(BinaryOp::minimum, a, b, "minimum", "MinimumBackward", [](const Tensor& x, const Tensor& y) { return lt(x, y); });
 }
 
 Tensor add(const Tensor& a, double b) { return add(a, scalar_like(a, b)); }
