@@ -324,4 +324,16 @@ Tensor triangle(const Tensor& x, int64_t diagonal, bool lower) {
 Tensor tril(const Tensor& x, int64_t diagonal) { return triangle(x, diagonal, true); }
 Tensor triu(const Tensor& x, int64_t diagonal) { return triangle(x, diagonal, false); }
 
+// ---- Tensor methods (Note [Where Tensor methods are defined]) ----
+
+Tensor Tensor::index_select(int64_t dim, const Tensor& index) const { return sg::index_select(*this, dim, index); }
+Tensor Tensor::gather(int64_t dim, const Tensor& index) const { return sg::gather(*this, dim, index); }
+Tensor Tensor::scatter_add(int64_t dim, const Tensor& index, const Tensor& src) const {
+  return sg::scatter_add(*this, dim, index, src);
+}
+std::vector<Tensor> Tensor::split(int64_t split_size, int64_t dim) const { return sg::split(*this, split_size, dim); }
+std::vector<Tensor> Tensor::chunk(int64_t chunks, int64_t dim) const { return sg::chunk(*this, chunks, dim); }
+Tensor Tensor::tril(int64_t diagonal) const { return sg::tril(*this, diagonal); }
+Tensor Tensor::triu(int64_t diagonal) const { return sg::triu(*this, diagonal); }
+
 }  // namespace sg

@@ -157,6 +157,15 @@ public:
   Tensor log_softmax(int64_t dim) const;
   Tensor logsumexp(const Shape& dims, bool keepdim = false) const;
 
+  // ---- indexing (autograd/ops_index.cpp) ----
+  Tensor index_select(int64_t dim, const Tensor& index) const;
+  Tensor gather(int64_t dim, const Tensor& index) const;
+  Tensor scatter_add(int64_t dim, const Tensor& index, const Tensor& src) const;
+  std::vector<Tensor> split(int64_t split_size, int64_t dim = 0) const;
+  std::vector<Tensor> chunk(int64_t chunks, int64_t dim = 0) const;
+  Tensor tril(int64_t diagonal = 0) const;
+  Tensor triu(int64_t diagonal = 0) const;
+
   // ---- linear algebra (autograd/ops_linalg.cpp) ----
   Tensor matmul(const Tensor& other) const;
 

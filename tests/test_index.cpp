@@ -423,3 +423,17 @@ TEST_CASE("indexing ops reject wrong index dtypes and mismatched shapes") {
   CHECK_THROWS_WITH_AS(scatter_add(x, 0, i64({0}, {1, 1}), ones({1, 1})), doctest::Contains("src is f32"), Error);
   CHECK_THROWS_WITH_AS(embedding(f64({1, 2}), i64({0})), doctest::Contains("weight must be 2-D"), Error);
 }
+
+TEST_CASE("the indexing methods forward to the free functions") {
+  const Tensor x = randn({4, 6}, {}, &test::rng());
+  const Tensor index = randint(0, 6, {4, 3}, {DType::i64}, &test::rng());
+  const Tensor rows = randint(0, 4, {5}, {DType::i64}, &test::rng());
+  CHECK(test::max_abs_diff(x.gather(1, index), gather(x, 1, index)) == 0.0);
+  CHECK(test::max_abs_diff(x.index_select(0, rows), index_select(x, 0, rows)) == 0.0);
+  const Tensor src = randn({4, 3}, {}, &test::rng());
+  CHECK(test::max_abs_diff(x.scatter_add(1, index, src), scatter_add(x, 1, index, src)) == 0.0);
+  CHECK(x.split(4, 1).size() == 2);
+  CHECK(x.chunk(3, 1)[2].sizes() == Shape{4, 2});
+  CHECK(test::max_abs_diff(x.tril(1), tril(x, 1)) == 0.0);
+  CHECK(test::max_abs_diff(x.triu(-1), triu(x, -1)) == 0.0);
+}
