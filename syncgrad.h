@@ -4,6 +4,7 @@
 #include "autograd/grad_mode.h"      // defines: NoGradGuard, GradMode
 #include "autograd/ops_index.h"      // defines: cat, stack, split, gather, embedding, ...
 #include "autograd/ops_linalg.h"     // defines: matmul, mm, bmm, addmm
+#include "autograd/ops_norm.h"       // defines: batch_norm, layer_norm
 #include "autograd/ops_pointwise.h"  // defines: add, mul, exp, relu, where, ...
 #include "autograd/ops_reduce.h"     // defines: sum, mean, max, var, softmax, ...
 #include "autograd/ops_shape.h"      // defines: reshape, permute, slice, ...
@@ -16,3 +17,14 @@
 #include "data/idx.h"                // defines: read_idx
 #include "data/sampler.h"            // defines: SequentialSampler, RandomSampler, BatchSampler
 #include "data/transforms.h"         // defines: ToFloat, Normalize, Compose
+#include "nn/activation.h"           // defines: nn::ReLU, nn::GELU, nn::Tanh, nn::Sigmoid
+#include "nn/basic.h"                // defines: nn::Flatten, nn::Identity
+#include "nn/batchnorm.h"            // defines: nn::BatchNorm1d, nn::BatchNorm2d
+#include "nn/container.h"            // defines: nn::Sequential, nn::ModuleList
+#include "nn/dropout.h"              // defines: nn::Dropout
+#include "nn/functional.h"           // defines: nn::functional::cross_entropy, nll_loss, mse_loss, dropout
+#include "nn/init.h"                 // defines: nn::init::kaiming_uniform_, xavier_normal_, ...
+#include "nn/layernorm.h"            // defines: nn::LayerNorm
+#include "nn/linear.h"               // defines: nn::Linear
+#include "nn/loss.h"                 // defines: nn::CrossEntropyLoss, nn::MSELoss
+#include "nn/module.h"               // defines: nn::Module
