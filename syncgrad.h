@@ -16,3 +16,7 @@
 #include "data/idx.h"                // defines: read_idx
 #include "data/sampler.h"            // defines: SequentialSampler, RandomSampler, BatchSampler
 #include "data/transforms.h"         // defines: ToFloat, Normalize, Compose
+#include "optim/adam.h"              // defines: Adam, AdamW
+#include "optim/clip_grad.h"         // defines: clip_grad_norm_, clip_grad_value_
+#include "optim/lr_scheduler.h"      // defines: StepLR, CosineAnnealingLR, LambdaLR, WarmupCosineLR
+#include "optim/sgd.h"               // defines: SGD
