@@ -9,6 +9,7 @@
 #include "autograd/ops_shape.h"      // defines: reshape, permute, slice, ...
 #include "core/factory.h"            // defines: zeros, ones, randn, arange, tensor, ...
 #include "core/parallel.h"           // defines: set_num_threads
+#include "core/safetensors.h"        // defines: save_safetensors, load_safetensors
 #include "core/tensor.h"             // defines: Tensor
 #include "data/dataloader.h"         // defines: DataLoader, Batch, default_collate
 #include "data/dataset.h"            // defines: Dataset, TensorDataset, Subset, random_split
@@ -17,6 +18,7 @@
 #include "data/sampler.h"            // defines: SequentialSampler, RandomSampler, BatchSampler
 #include "data/transforms.h"         // defines: ToFloat, Normalize, Compose
 #include "optim/adam.h"              // defines: Adam, AdamW
+#include "optim/checkpoint.h"        // defines: save_checkpoint, load_checkpoint
 #include "optim/clip_grad.h"         // defines: clip_grad_norm_, clip_grad_value_
 #include "optim/lr_scheduler.h"      // defines: StepLR, CosineAnnealingLR, LambdaLR, WarmupCosineLR
 #include "optim/sgd.h"               // defines: SGD
