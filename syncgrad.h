@@ -10,6 +10,7 @@
 #include "autograd/ops_shape.h"      // defines: reshape, permute, slice, ...
 #include "core/factory.h"            // defines: zeros, ones, randn, arange, tensor, ...
 #include "core/parallel.h"           // defines: set_num_threads
+#include "core/safetensors.h"        // defines: save_safetensors, load_safetensors
 #include "core/tensor.h"             // defines: Tensor
 #include "data/dataloader.h"         // defines: DataLoader, Batch, default_collate
 #include "data/dataset.h"            // defines: Dataset, TensorDataset, Subset, random_split
@@ -28,3 +29,8 @@
 #include "nn/linear.h"               // defines: nn::Linear
 #include "nn/loss.h"                 // defines: nn::CrossEntropyLoss, nn::MSELoss
 #include "nn/module.h"               // defines: nn::Module
+#include "optim/adam.h"              // defines: Adam, AdamW
+#include "optim/checkpoint.h"        // defines: save_checkpoint, load_checkpoint
+#include "optim/clip_grad.h"         // defines: clip_grad_norm_, clip_grad_value_
+#include "optim/lr_scheduler.h"      // defines: StepLR, CosineAnnealingLR, LambdaLR, WarmupCosineLR
+#include "optim/sgd.h"               // defines: SGD

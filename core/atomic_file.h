@@ -1,0 +1,20 @@
+#pragma once
+// defines: write_file_atomically — replace a file so that a crash or an error at any moment
+//          leaves either the old file or the complete new one, never a torn mix.
+#include <cstddef>
+#include <functional>
+#include <string>
+
+namespace sg {
+
+// Appends bytes to the file being written; throws sg::Error when the write fails.
+using ByteWriter = std::function<void(const void* data, size_t nbytes)>;
+
+// Calls `fill` to write the new contents into "<path>.tmp.<pid>" (same directory, so the rename
+// cannot cross file systems), flushes and fsyncs it, renames it over `path`, then fsyncs the
+// directory so the rename itself survives a power cut. If anything fails — `fill` throwing
+// included — the temporary file is removed, `path` keeps its old contents, and an sg::Error
+// naming `path` and the cause is thrown.
+void write_file_atomically(const std::string& path, const std::function<void(const ByteWriter& write)>& fill);
+
+}  // namespace sg

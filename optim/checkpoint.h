@@ -1,0 +1,35 @@
+#pragma once
+// defines: optim::save_checkpoint, optim::load_checkpoint — a model, optionally its optimizer,
+//          and the caller's metadata (epoch, step, ...) in one safetensors file.
+//
+// Note [Checkpoint layout]
+// The file is plain safetensors (core/safetensors.h), so Python's `safetensors` opens it:
+//   "model.<name>"       every entry of Module::state_dict() (parameters and buffers)
+//   "optimizer.<key>"    every tensor of Optimizer::state_dict() ("optimizer.state.0.exp_avg")
+//   __metadata__         the caller's entries, plus under "optimizer" the optimizer's type and
+//                        param groups as JSON:
+//                        {"type": "AdamW", "param_groups": [{"num_params": 4,
+//                         "hyperparameters": {"lr": 0.001, "beta1": 0.9, ...}}]}
+#include <map>
+#include <string>
+
+#include "nn/module.h"
+#include "optim/optimizer.h"
+
+namespace sg::optim {
+
+using Metadata = std::map<std::string, std::string>;
+
+// Writes atomically: on failure the previous file at `path` is intact. The metadata key
+// "optimizer" is reserved.
+void save_checkpoint(const std::string& path, const nn::Module& model, const Optimizer* optimizer = nullptr,
+                     const Metadata& metadata = {});
+
+// Loads the model (Module::load_state_dict with `strict`: a file that does not match lists the
+// missing, unexpected and mis-shaped keys) and, when `optimizer` is given, its state (the file
+// must hold one). With strict, tensors outside "model." and "optimizer." are an error too.
+// Returns the caller's metadata as saved. Every error names the file.
+Metadata load_checkpoint(const std::string& path, nn::Module& model, Optimizer* optimizer = nullptr,
+                         bool strict = true);
+
+}  // namespace sg::optim
