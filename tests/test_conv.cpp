@@ -208,22 +208,28 @@ TEST_CASE("conv2d gradients reach a non-contiguous input and flow without a bias
 }
 
 TEST_CASE("conv2d forward and gradients are bit-identical on 1 and 2 threads") {
-  // 10 images: three weight-gradient blocks, split 2 + 1 across two threads.
-  Tensor x = randn_of({10, 8, 9, 11}, DType::f32).requires_grad_();
-  Tensor w = randn_of({12, 4, 3, 3}, DType::f32).requires_grad_();
-  Tensor b = randn_of({12}, DType::f32).requires_grad_();
-  const Tensor g = randn_of({10, 12, 9, 11}, DType::f32);
-  const auto run = [&](int threads) {
-    test::NumThreadsGuard guard(threads);
-    x.mutable_grad() = Tensor();
-    w.mutable_grad() = Tensor();
-    b.mutable_grad() = Tensor();
-    const Tensor out = conv2d(x, w, b, 1, 1, 1, 2);
-    out.backward(g);
-    return std::vector<std::vector<double>>{test::values(out), test::values(x.grad()), test::values(w.grad()),
-                                            test::values(b.grad())};
-  };
-  CHECK(run(1) == run(2));
+  // 10 images, enough work for two threads: three weight-gradient blocks, split 1 + 2 across them.
+  // One large image: a single GEMM per pass, which OpenBLAS itself runs on 2 threads (it splits rows
+  // and columns, never the sum, so the result must not change either).
+  for (const auto& [x_shape, w_shape, groups] : std::vector<std::tuple<Shape, Shape, int64_t>>{
+           {{10, 16, 16, 15}, {16, 8, 3, 3}, 2}, {{1, 64, 32, 32}, {64, 64, 3, 3}, 1}}) {
+    INFO("input ", shape_str(x_shape));
+    Tensor x = randn_of(x_shape, DType::f32).requires_grad_();
+    Tensor w = randn_of(w_shape, DType::f32).requires_grad_();
+    Tensor b = randn_of({w_shape[0]}, DType::f32).requires_grad_();
+    const Tensor g = randn_of({x_shape[0], w_shape[0], x_shape[2], x_shape[3]}, DType::f32);
+    const auto run = [&](int threads) {
+      test::NumThreadsGuard guard(threads);
+      x.mutable_grad() = Tensor();
+      w.mutable_grad() = Tensor();
+      b.mutable_grad() = Tensor();
+      const Tensor out = conv2d(x, w, b, 1, 1, 1, groups);
+      out.backward(g);
+      return std::vector<std::vector<double>>{test::values(out), test::values(x.grad()), test::values(w.grad()),
+                                              test::values(b.grad())};
+    };
+    CHECK(run(1) == run(2));
+  }
 }
 
 TEST_CASE("conv2d names the op and the shapes in its errors") {
@@ -344,7 +350,7 @@ TEST_CASE("pooling gradients pass gradcheck") {
 }
 
 TEST_CASE("pooling of an unbatched input and on 1 or 2 threads gives the same values") {
-  Tensor x = randn_of({64, 9, 10}, DType::f32).requires_grad_();
+  Tensor x = randn_of({64, 40, 39}, DType::f32).requires_grad_();  // planes enough for two threads
   const auto run = [&](int threads) {
     test::NumThreadsGuard guard(threads);
     x.mutable_grad() = Tensor();
@@ -353,7 +359,7 @@ TEST_CASE("pooling of an unbatched input and on 1 or 2 threads gives the same va
     return std::vector<std::vector<double>>{test::values(max), test::values(avg), test::values(adaptive),
                                             test::values(x.grad())};
   };
-  CHECK(max_pool2d(x, 2).sizes() == Shape{64, 4, 5});
+  CHECK(max_pool2d(x, 2).sizes() == Shape{64, 20, 19});
   CHECK(run(1) == run(2));
 }
 

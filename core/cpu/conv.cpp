@@ -65,6 +65,7 @@ struct ConvGeometry {
   int64_t col_numel() const { return C * R * S * P * Q; }
   int64_t padded_numel() const { return has_padding() ? C * padded_h() * padded_w() : 0; }
   int64_t scratch_numel() const { return col_is_image() ? 0 : col_numel() + padded_numel(); }
+  int64_t image_work() const { return out_image_numel() * group_rows(); }  // multiply-adds of one image's product
 };
 
 // input [N, C, H, W], weight [K, C / G, R, S] and out [N, K, P, Q], or their gradients.
@@ -189,12 +190,18 @@ Tensor transposed(const Tensor& matrices) {
                                              matrices.dtype()));
 }
 
+// Waking a thread costs a few microseconds (far more when the machine is busy): a worker gets at least
+// this many multiply-adds, some 20 microseconds of GEMM.
+constexpr int64_t kWorkPerWorker = int64_t(1) << 20;
+
 // Runs item(i, buffer) for every i < count, the items split evenly across up to get_num_threads()
-// workers (Note [Parallel over images]), each with its own zeroed scratch buffer of buffer_numel
-// elements. The buffers are allocated here, before the parallel region, where nothing may throw.
-void for_each_with_buffer(int64_t count, int64_t buffer_numel, DType dtype,
+// workers (Note [Parallel over images]), as many as give each kWorkPerWorker of the items' work (in
+// multiply-adds). Each worker has its own zeroed scratch buffer of buffer_numel elements, allocated
+// here, before the parallel region, where nothing may throw.
+void for_each_with_buffer(int64_t count, int64_t work_per_item, int64_t buffer_numel, DType dtype,
                           const std::function<void(int64_t, const Tensor&)>& item) {
-  const int64_t workers = std::min<int64_t>(get_num_threads(), count);
+  const int64_t workers = std::clamp<int64_t>(count * work_per_item / kWorkPerWorker, std::min<int64_t>(count, 1),
+                                              std::min<int64_t>(get_num_threads(), count));
   std::vector<Tensor> buffers;
   for (int64_t w = 0; w < workers; ++w) buffers.push_back(zeros({buffer_numel}, {dtype}));
   parallel_for(workers, 1, [&](int64_t begin, int64_t end) {
@@ -222,7 +229,7 @@ void conv2d_typed(const Tensor& out, const Tensor& input, const Tensor& weight, 
   const T* bias_data = bias.defined() ? static_cast<const T*>(bias.raw_data()) : nullptr;
   T* out_data = static_cast<T*>(out.raw_data());
   const int64_t PQ = g.P * g.Q;
-  for_each_with_buffer(g.N, g.scratch_numel(), out.dtype(), [&](int64_t n, const Tensor& buffer) {
+  for_each_with_buffer(g.N, g.image_work(), g.scratch_numel(), out.dtype(), [&](int64_t n, const Tensor& buffer) {
     const Tensor col = col_of_image<T>(g, input, n, buffer);
     T* out_image = out_data + n * g.out_image_numel();
     // The bias is written first and the product added onto it (beta = 1): no second pass over out.
@@ -239,7 +246,8 @@ void conv2d_grad_input_typed(const Tensor& grad_input, const Tensor& grad_out, c
   const Tensor weights_t = transposed(group_matrices(weight, 0, g.G, g.K / g.G, g.group_rows()));
   T* grad_input_data = static_cast<T*>(grad_input.raw_data());
   const int64_t PQ = g.P * g.Q;
-  for_each_with_buffer(g.N, g.scratch_numel(), grad_input.dtype(), [&](int64_t n, const Tensor& buffer) {
+  const DType dtype = grad_input.dtype();
+  for_each_with_buffer(g.N, g.image_work(), g.scratch_numel(), dtype, [&](int64_t n, const Tensor& buffer) {
     const Tensor grads = group_matrices(grad_out, n * g.out_image_numel(), g.G, g.K / g.G, PQ);
     if (g.col_is_image()) {  // d col is d image
       gemm(group_matrices(grad_input, n * g.image_numel(), g.G, g.group_rows(), PQ), weights_t, grads, 1.0, 0.0);
@@ -262,7 +270,8 @@ void conv2d_grad_weight_typed(const Tensor& grad_weight, const Tensor& grad_out,
   const int64_t weight_numel = grad_weight.numel();
   // Block 0 sums straight into grad_weight; every other block into its own row of `partials`.
   const Tensor partials = empty({std::max<int64_t>(blocks - 1, 0), weight_numel}, {grad_weight.dtype()});
-  for_each_with_buffer(blocks, g.scratch_numel(), grad_weight.dtype(), [&](int64_t block, const Tensor& buffer) {
+  const int64_t block_work = kImagesPerBlock * g.image_work();
+  for_each_with_buffer(blocks, block_work, g.scratch_numel(), grad_weight.dtype(), [&](int64_t block, const Tensor& buffer) {
     const Tensor sums = block == 0 ? group_matrices(grad_weight, 0, g.G, g.K / g.G, g.group_rows())
                                    : group_matrices(partials, (block - 1) * weight_numel, g.G, g.K / g.G, g.group_rows());
     const int64_t first = block * kImagesPerBlock, last = std::min(g.N, first + kImagesPerBlock);
