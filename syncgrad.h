@@ -1,7 +1,8 @@
 #pragma once
 // The umbrella header: everything a program needs to use syncgrad.
-#include "autograd/gradcheck.h"      // defines: gradcheck
 #include "autograd/grad_mode.h"      // defines: NoGradGuard, GradMode
+#include "autograd/gradcheck.h"      // defines: gradcheck
+#include "autograd/ops_conv.h"       // defines: conv2d, max_pool2d, avg_pool2d, adaptive_avg_pool2d
 #include "autograd/ops_index.h"      // defines: cat, stack, split, gather, embedding, ...
 #include "autograd/ops_linalg.h"     // defines: matmul, mm, bmm, addmm
 #include "autograd/ops_norm.h"       // defines: batch_norm, layer_norm
@@ -22,6 +23,7 @@
 #include "nn/basic.h"                // defines: nn::Flatten, nn::Identity
 #include "nn/batchnorm.h"            // defines: nn::BatchNorm1d, nn::BatchNorm2d
 #include "nn/container.h"            // defines: nn::Sequential, nn::ModuleList
+#include "nn/conv.h"                  // defines: nn::Conv2d
 #include "nn/dropout.h"              // defines: nn::Dropout
 #include "nn/functional.h"           // defines: nn::functional::cross_entropy, nll_loss, mse_loss, dropout
 #include "nn/init.h"                 // defines: nn::init::kaiming_uniform_, xavier_normal_, ...
@@ -29,6 +31,7 @@
 #include "nn/linear.h"               // defines: nn::Linear
 #include "nn/loss.h"                 // defines: nn::CrossEntropyLoss, nn::MSELoss
 #include "nn/module.h"               // defines: nn::Module
+#include "nn/pooling.h"               // defines: nn::MaxPool2d, nn::AvgPool2d, nn::AdaptiveAvgPool2d
 #include "optim/adam.h"              // defines: Adam, AdamW
 #include "optim/checkpoint.h"        // defines: save_checkpoint, load_checkpoint
 #include "optim/clip_grad.h"         // defines: clip_grad_norm_, clip_grad_value_

@@ -1,0 +1,432 @@
+// Convolution and pooling: hand-computed outputs (checked against PyTorch 1.13), the im2col + GEMM
+// convolution against a direct convolution written out below on odd shapes and strided inputs,
+// the pooling kernels against direct references, gradchecks of every op and option, thread-count
+// independence, the layers (nn::Conv2d and the pooling modules), and the errors.
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "helpers.h"
+
+using namespace sg;
+
+namespace {
+
+// conv2d written as its definition, in f64, one output element at a time:
+// out[n, k, p, q] = bias[k] + sum over c < C/G, r, s of w[k, c, r, s] * x[n, group(k) C/G + c, ih, iw],
+// ih = p stride.h - padding.h + r dilation.h, iw likewise, the sum skipping taps outside the image.
+Tensor reference_conv2d(const Tensor& x, const Tensor& w, const Tensor& b, Size2 stride, Size2 padding, Size2 dilation,
+                        int64_t groups) {
+  const std::vector<double> xv = test::values(x), wv = test::values(w);
+  const std::vector<double> bv = b.defined() ? test::values(b) : std::vector<double>(w.size(0), 0.0);
+  const int64_t N = x.size(0), C = x.size(1), H = x.size(2), W = x.size(3);
+  const int64_t K = w.size(0), Cg = w.size(1), R = w.size(2), S = w.size(3);
+  const int64_t P = (H + 2 * padding.h - dilation.h * (R - 1) - 1) / stride.h + 1;
+  const int64_t Q = (W + 2 * padding.w - dilation.w * (S - 1) - 1) / stride.w + 1;
+  std::vector<double> out;
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t k = 0; k < K; ++k)
+      for (int64_t p = 0; p < P; ++p)
+        for (int64_t q = 0; q < Q; ++q) {
+          double sum = bv[k];
+          for (int64_t c = 0; c < Cg; ++c)
+            for (int64_t r = 0; r < R; ++r)
+              for (int64_t s = 0; s < S; ++s) {
+                const int64_t ih = p * stride.h - padding.h + r * dilation.h;
+                const int64_t iw = q * stride.w - padding.w + s * dilation.w;
+                if (ih < 0 || ih >= H || iw < 0 || iw >= W) continue;
+                const int64_t channel = k / (K / groups) * Cg + c;
+                sum += wv[((k * Cg + c) * R + r) * S + s] * xv[((n * C + channel) * H + ih) * W + iw];
+              }
+          out.push_back(sum);
+        }
+  return tensor(out, {N, K, P, Q});
+}
+
+// Pooling written as its definition: out[n, c, p, q] = reduce of the taps of window (p, q) inside the image.
+// max: the largest tap and its index ih W + iw (the first on ties); avg: as PyTorch's avg_pool2d counts.
+struct ReferencePool {
+  std::vector<double> values;
+  std::vector<double> indices;
+};
+ReferencePool reference_pool(const Tensor& x, bool is_max, Size2 kernel, Size2 stride, Size2 padding, Size2 dilation,
+                             bool ceil_mode, bool count_include_pad) {
+  const std::vector<double> xv = test::values(x);
+  const int64_t planes = x.size(0) * x.size(1), H = x.size(2), W = x.size(3);
+  const auto out_size = [&](int64_t size, int64_t k, int64_t s, int64_t pad, int64_t d) {
+    const double exact = static_cast<double>(size + 2 * pad - d * (k - 1) - 1) / static_cast<double>(s);
+    int64_t n = static_cast<int64_t>(ceil_mode ? std::ceil(exact) : std::floor(exact)) + 1;
+    if (ceil_mode && (n - 1) * s >= size + pad) --n;  // the last window must start inside the image or left padding
+    return n;
+  };
+  const int64_t P = out_size(H, kernel.h, stride.h, padding.h, dilation.h);
+  const int64_t Q = out_size(W, kernel.w, stride.w, padding.w, dilation.w);
+  ReferencePool result;
+  for (int64_t plane = 0; plane < planes; ++plane)
+    for (int64_t p = 0; p < P; ++p)
+      for (int64_t q = 0; q < Q; ++q) {
+        double best = -std::numeric_limits<double>::infinity(), sum = 0;
+        int64_t best_index = -1, inside = 0, counted = 0;
+        for (int64_t i = 0; i < kernel.h; ++i)
+          for (int64_t j = 0; j < kernel.w; ++j) {
+            const int64_t ih = p * stride.h - padding.h + i * dilation.h;
+            const int64_t iw = q * stride.w - padding.w + j * dilation.w;
+            if (ih < H + padding.h && iw < W + padding.w) ++counted;  // padding counts, beyond it never
+            if (ih < 0 || ih >= H || iw < 0 || iw >= W) continue;
+            const double v = xv[(plane * H + ih) * W + iw];
+            ++inside;
+            sum += v;
+            if (v > best) {
+              best = v;
+              best_index = ih * W + iw;
+            }
+          }
+        result.values.push_back(is_max ? best : (inside == 0 ? 0.0 : sum / double(count_include_pad ? counted : inside)));
+        result.indices.push_back(static_cast<double>(best_index));
+      }
+  return result;
+}
+
+// A [N, C, H, W] f64 leaf whose values are distinct and at least 0.01 apart (a shuffled ramp), so a
+// finite-difference step never changes which tap is a window's maximum.
+Tensor distinct_input(const Shape& shape) {
+  const int64_t n = numel_of(shape);
+  std::vector<double> v(n);
+  for (int64_t i = 0; i < n; ++i) v[i] = 0.01 * static_cast<double>((i * 7919) % n) - 0.005 * static_cast<double>(n);
+  return tensor(v, shape).requires_grad_();
+}
+
+Tensor randn_of(const Shape& shape, DType dtype = DType::f64) { return randn(shape, {dtype}, &test::rng()); }
+
+// Sums of a few dozen f64 products of values ~N(0, 1): the two orders of summation differ by ~1e-15.
+constexpr double kF64Tolerance = 1e-12;
+
+struct ConvCase {
+  Shape input, weight;
+  Size2 stride, padding, dilation;
+  int64_t groups;
+};
+
+// Covers every path of the kernel: unit and non-unit strides, padding on both sides, dilation, groups,
+// a kernel wider than tall, and the pointwise 1x1 kernel whose col is the image itself.
+const std::vector<ConvCase>& odd_cases() {
+  static const std::vector<ConvCase> cases{
+      {{2, 3, 7, 5}, {6, 3, 3, 2}, {2, 1}, {1, 2}, {2, 1}, 1},
+      {{2, 3, 7, 5}, {6, 1, 3, 2}, {2, 1}, {1, 2}, {2, 1}, 3},
+      {{3, 4, 6, 9}, {5, 4, 2, 3}, {1, 3}, {0, 1}, {1, 2}, 1},
+      {{2, 6, 5, 4}, {4, 3, 1, 1}, 1, 0, 1, 2},
+      {{1, 2, 4, 4}, {3, 2, 1, 1}, 2, 0, 1, 1},
+      {{2, 3, 3, 3}, {4, 3, 3, 3}, 1, 0, 1, 1},  // a 1 x 1 output: matrices of one column
+  };
+  return cases;
+}
+
+}  // namespace
+
+// ---- convolution ----
+
+TEST_CASE("conv2d of a small image equals the hand-computed result") {
+  const Tensor x = arange(1, 10, 1, {DType::f64}).reshape({1, 1, 3, 3});
+  const Tensor w = tensor(std::vector<double>{1, 2, 3, 4}, {1, 1, 2, 2});
+  CHECK(test::values(conv2d(x, w, tensor(std::vector<double>{1}))) == std::vector<double>{38, 48, 68, 78});
+  CHECK(test::values(conv2d(x, w, Tensor(), /*stride=*/2, /*padding=*/1)) == std::vector<double>{4, 18, 36, 77});
+}
+
+TEST_CASE("conv2d matches a direct convolution on odd shapes, strides, padding, dilation and groups") {
+  for (const ConvCase& c : odd_cases()) {
+    for (bool with_bias : {true, false}) {
+      const Tensor x = randn_of(c.input), w = randn_of(c.weight);
+      const Tensor b = with_bias ? randn_of({c.weight[0]}) : Tensor();
+      INFO("input ", shape_str(c.input), " weight ", shape_str(c.weight), " groups ", c.groups, " bias ", with_bias);
+      const Tensor out = conv2d(x, w, b, c.stride, c.padding, c.dilation, c.groups);
+      const Tensor expected = reference_conv2d(x, w, b, c.stride, c.padding, c.dilation, c.groups);
+      REQUIRE(out.sizes() == expected.sizes());
+      CHECK(test::max_abs_diff(out, expected) <= kF64Tolerance);
+    }
+  }
+}
+
+TEST_CASE("conv2d in f32 matches the f64 direct convolution") {
+  const ConvCase& c = odd_cases()[1];
+  const Tensor x = randn_of(c.input, DType::f32), w = randn_of(c.weight, DType::f32), b = randn_of({6}, DType::f32);
+  const Tensor out = conv2d(x, w, b, c.stride, c.padding, c.dilation, c.groups);
+  CHECK(out.dtype() == DType::f32);
+  // At most 6 products of values ~N(0, 1) per output: f32 rounding stays far below 1e-5.
+  CHECK(test::max_abs_diff(out, reference_conv2d(x, w, b, c.stride, c.padding, c.dilation, c.groups)) <= 1e-5);
+}
+
+TEST_CASE("conv2d in f16 and bf16 is the f32 convolution rounded once") {
+  const Tensor x = randn_of({2, 4, 6, 5}, DType::f32), w = randn_of({3, 4, 3, 3}, DType::f32);
+  for (DType dtype : {DType::f16, DType::bf16}) {
+    const Tensor x16 = x.to(dtype), w16 = w.to(dtype);
+    const Tensor out = conv2d(x16, w16, Tensor(), 1, 1);
+    CHECK(out.dtype() == dtype);
+    CHECK(test::values(out) == test::values(conv2d(x16.to(DType::f32), w16.to(DType::f32), Tensor(), 1, 1).to(dtype)));
+  }
+}
+
+TEST_CASE("conv2d reads non-contiguous input and weight views") {
+  const ConvCase& c = odd_cases()[1];
+  // x as a permuted view of an NHWC tensor; w with its kernel dims transposed.
+  const Tensor x = randn_of({c.input[0], c.input[2], c.input[3], c.input[1]}).permute({0, 3, 1, 2});
+  const Tensor w = randn_of({c.weight[0], c.weight[1], c.weight[3], c.weight[2]}).transpose(2, 3);
+  REQUIRE_FALSE(x.is_contiguous());
+  REQUIRE_FALSE(w.is_contiguous());
+  const Tensor out = conv2d(x, w, Tensor(), c.stride, c.padding, c.dilation, c.groups);
+  CHECK(test::max_abs_diff(out, reference_conv2d(x, w, Tensor(), c.stride, c.padding, c.dilation, c.groups)) <=
+        kF64Tolerance);
+}
+
+TEST_CASE("conv2d of an unbatched [C, H, W] input has no batch dim") {
+  const Tensor x = randn_of({3, 5, 5}), w = randn_of({2, 3, 3, 3});
+  const Tensor out = conv2d(x, w, Tensor(), 1, 1);
+  CHECK(out.sizes() == Shape{2, 5, 5});
+  CHECK(test::max_abs_diff(out, conv2d(x.unsqueeze(0), w, Tensor(), 1, 1)[0]) == 0.0);
+}
+
+TEST_CASE("conv2d gradients for input, weight and bias pass gradcheck") {
+  // N = 5 spans two blocks of the weight gradient's fixed image blocks (Note [Deterministic weight gradient]).
+  for (const ConvCase& c : std::vector<ConvCase>{
+           {{5, 4, 5, 4}, {4, 2, 3, 2}, {2, 1}, {1, 1}, {1, 2}, 2},
+           {{2, 3, 4, 5}, {2, 3, 2, 2}, {1, 2}, {0, 1}, 1, 1},
+           {{2, 4, 3, 3}, {6, 2, 1, 1}, 1, 0, 1, 2},
+           {{2, 3, 3, 3}, {2, 3, 3, 3}, 1, 0, 1, 1},
+       }) {
+    INFO("input ", shape_str(c.input), " weight ", shape_str(c.weight));
+    const Tensor x = test::rand_input(c.input), w = test::rand_input(c.weight), b = test::rand_input({c.weight[0]});
+    CHECK_GRADCHECK([&](const TensorList& in) { return conv2d(in[0], in[1], in[2], c.stride, c.padding, c.dilation, c.groups); },
+                    {x, w, b});
+  }
+}
+
+TEST_CASE("conv2d gradients reach a non-contiguous input and flow without a bias") {
+  const Tensor x = test::noncontiguous_input({2, 2, 4, 5}), w = test::rand_input({3, 2, 2, 3});
+  CHECK_GRADCHECK([](const TensorList& in) { return conv2d(in[0], in[1], Tensor(), 1, {1, 0}); }, {x, w});
+}
+
+TEST_CASE("conv2d forward and gradients are bit-identical on 1 and 2 threads") {
+  // 10 images, enough work for two threads: three weight-gradient blocks, split 1 + 2 across them.
+  // One large image: a single GEMM per pass, which OpenBLAS itself runs on 2 threads (it splits rows
+  // and columns, never the sum, so the result must not change either).
+  for (const auto& [x_shape, w_shape, groups] : std::vector<std::tuple<Shape, Shape, int64_t>>{
+           {{10, 16, 16, 15}, {16, 8, 3, 3}, 2}, {{1, 64, 32, 32}, {64, 64, 3, 3}, 1}}) {
+    INFO("input ", shape_str(x_shape));
+    Tensor x = randn_of(x_shape, DType::f32).requires_grad_();
+    Tensor w = randn_of(w_shape, DType::f32).requires_grad_();
+    Tensor b = randn_of({w_shape[0]}, DType::f32).requires_grad_();
+    const Tensor g = randn_of({x_shape[0], w_shape[0], x_shape[2], x_shape[3]}, DType::f32);
+    const auto run = [&](int threads) {
+      test::NumThreadsGuard guard(threads);
+      x.mutable_grad() = Tensor();
+      w.mutable_grad() = Tensor();
+      b.mutable_grad() = Tensor();
+      const Tensor out = conv2d(x, w, b, 1, 1, 1, groups);
+      out.backward(g);
+      return std::vector<std::vector<double>>{test::values(out), test::values(x.grad()), test::values(w.grad()),
+                                              test::values(b.grad())};
+    };
+    CHECK(run(1) == run(2));
+  }
+}
+
+TEST_CASE("conv2d names the op and the shapes in its errors") {
+  const Tensor x = randn_of({2, 3, 8, 8});
+  CHECK_THROWS_WITH_AS(conv2d(x, randn_of({4, 2, 3, 3})),
+                       "conv2d: weight [4, 2, 3, 3] with groups=1 expects in_channels * groups = 2 input channels, "
+                       "but the input [2, 3, 8, 8] has 3",
+                       Error);
+  CHECK_THROWS_WITH_AS(conv2d(x, randn_of({4, 1, 3, 3}), Tensor(), 1, 0, 1, 3),
+                       doctest::Contains("has 4 output channels, which groups=3 does not divide"), Error);
+  CHECK_THROWS_WITH_AS(conv2d(x, randn_of({4, 3, 3, 3}), randn_of({3})),
+                       "conv2d: expected a bias of shape [4] for weight [4, 3, 3, 3], got [3]", Error);
+  CHECK_THROWS_WITH_AS(conv2d(x, randn_of({4, 3, 9, 9})), doctest::Contains("is smaller than the kernel"), Error);
+  CHECK_THROWS_WITH_AS(conv2d(randn_of({3, 8}), randn_of({4, 3, 3, 3})),
+                       doctest::Contains("4-D [N, C, H, W] (batched) input, got shape [3, 8]"), Error);
+  CHECK_THROWS_WITH_AS(conv2d(x, randn_of({4, 3, 3})), doctest::Contains("expected a 4-D weight"), Error);
+  CHECK_THROWS_WITH_AS(conv2d(x, randn_of({4, 3, 3, 3}, DType::f32)), "conv2d: weight is f32 but the input is f64",
+                       Error);
+  CHECK_THROWS_WITH_AS(conv2d(x, randn_of({4, 3, 3, 3}), Tensor(), 0), "conv2d: stride must be positive, got (0, 0)",
+                       Error);
+  CHECK_THROWS_WITH_AS(conv2d(x, randn_of({4, 3, 3, 3}), Tensor(), 1, {0, -1}), doctest::Contains("padding"), Error);
+}
+
+// ---- pooling ----
+
+TEST_CASE("max_pool2d picks each window's maximum and records where it is") {
+  const Tensor x = tensor(std::vector<double>{1, 5, 2, 0, 3, 4, 8, 1, 0, 7, 6, 2, 9, 1, 3, 5}, {1, 1, 4, 4});
+  auto [out, indices] = max_pool2d_with_indices(x, 2);
+  CHECK(test::values(out) == std::vector<double>{5, 8, 9, 6});
+  CHECK(test::values(indices) == std::vector<double>{1, 6, 12, 10});
+  CHECK(indices.dtype() == DType::i64);
+  std::tie(out, indices) = max_pool2d_with_indices(x, 3, 2, 1);
+  CHECK(test::values(out) == std::vector<double>{5, 8, 9, 8});
+  CHECK(test::values(indices) == std::vector<double>{1, 6, 12, 6});
+  std::tie(out, indices) = max_pool2d_with_indices(x, 2, 3, 0, 1, /*ceil_mode=*/true);
+  CHECK(test::values(out) == std::vector<double>{5, 1, 9, 5});
+  CHECK(test::values(indices) == std::vector<double>{1, 7, 12, 15});
+}
+
+TEST_CASE("max_pool2d keeps the first of tied maxima and lets NaN win") {
+  auto [out, indices] = max_pool2d_with_indices(tensor(std::vector<double>{2, 2, 1, 2}, {1, 1, 2, 2}), 2);
+  CHECK(test::values(indices) == std::vector<double>{0});
+  const double inf = std::numeric_limits<double>::infinity(), nan = std::nan("");
+  std::tie(out, indices) = max_pool2d_with_indices(tensor(std::vector<double>{-inf, nan, 3, nan}, {1, 1, 2, 2}), 2);
+  CHECK(std::isnan(out.item()));
+  CHECK(test::values(indices) == std::vector<double>{3});
+}
+
+TEST_CASE("max_pool2d matches a direct reference with padding, dilation, ceil_mode and strided input") {
+  struct Case {
+    Size2 kernel, stride, padding, dilation;
+    bool ceil_mode;
+  };
+  const Tensor x = randn_of({2, 3, 7, 6}).transpose(2, 3);  // [2, 3, 6, 7], not contiguous
+  for (const Case& c : std::vector<Case>{{2, 2, 0, 1, false},
+                                         {3, 2, 1, 1, true},
+                                         {{3, 2}, {2, 1}, {1, 0}, {2, 1}, true},
+                                         {2, 3, 0, 1, true},
+                                         {3, {3, 2}, 1, 2, false}}) {
+    INFO("kernel ", c.kernel.str(), " stride ", c.stride.str(), " padding ", c.padding.str(), " dilation ",
+         c.dilation.str(), " ceil_mode ", c.ceil_mode);
+    const auto [out, indices] = max_pool2d_with_indices(x, c.kernel, c.stride, c.padding, c.dilation, c.ceil_mode);
+    const ReferencePool expected = reference_pool(x, true, c.kernel, c.stride, c.padding, c.dilation, c.ceil_mode, false);
+    CHECK(test::values(out) == expected.values);
+    CHECK(test::values(indices) == expected.indices);
+  }
+}
+
+TEST_CASE("avg_pool2d divides as PyTorch does with padding, count_include_pad, ceil_mode and divisor_override") {
+  const Tensor x = arange(1, 10, 1, {DType::f64}).reshape({1, 1, 3, 3});
+  CHECK(test::values(avg_pool2d(x, 2, 1)) == std::vector<double>{3, 4, 6, 7});
+  CHECK(test::values(avg_pool2d(x, 2, 2, 1)) == std::vector<double>{0.25, 1.25, 2.75, 7});
+  CHECK(test::values(avg_pool2d(x, 2, 2, 1, false, /*count_include_pad=*/false)) == std::vector<double>{1, 2.5, 5.5, 7});
+  CHECK(test::values(avg_pool2d(x, 2, 2, 0, /*ceil_mode=*/true)) == std::vector<double>{3, 4.5, 7.5, 9});
+  CHECK(test::values(avg_pool2d(x, 2, 2, 0, true, true, /*divisor_override=*/3)) == std::vector<double>{4, 3, 5, 3});
+}
+
+TEST_CASE("avg_pool2d matches a direct reference on odd shapes") {
+  struct Case {
+    Size2 kernel, stride, padding;
+    bool ceil_mode, count_include_pad;
+  };
+  const Tensor x = randn_of({2, 2, 7, 5});
+  for (const Case& c : std::vector<Case>{{3, 2, 1, true, true},
+                                         {3, 2, 1, true, false},
+                                         {{2, 3}, {3, 2}, {1, 0}, false, true},
+                                         {{4, 2}, 3, {2, 1}, true, false}}) {
+    INFO("kernel ", c.kernel.str(), " stride ", c.stride.str(), " padding ", c.padding.str(), " ceil_mode ", c.ceil_mode,
+         " count_include_pad ", c.count_include_pad);
+    const Tensor out = avg_pool2d(x, c.kernel, c.stride, c.padding, c.ceil_mode, c.count_include_pad);
+    const std::vector<double> expected =
+        reference_pool(x, false, c.kernel, c.stride, c.padding, 1, c.ceil_mode, c.count_include_pad).values;
+    REQUIRE(out.numel() == static_cast<int64_t>(expected.size()));
+    CHECK(test::max_abs_diff(out.flatten(), tensor(expected)) <= kF64Tolerance);
+  }
+}
+
+TEST_CASE("adaptive_avg_pool2d averages evenly spread, overlapping windows") {
+  const Tensor x = arange(0, 25, 1, {DType::f64}).reshape({1, 1, 5, 5});
+  // Rows [0, 3) and [2, 5): window (0, 0) averages rows 0-2, columns 0-2 of the ramp.
+  CHECK(test::values(adaptive_avg_pool2d(x, 2)) == std::vector<double>{6, 8, 16, 18});
+  CHECK(test::values(adaptive_avg_pool2d(x, {3, 2})) == std::vector<double>{3.5, 5.5, 11, 13, 18.5, 20.5});
+  const Tensor y = randn_of({2, 3, 4, 6});
+  CHECK(test::max_abs_diff(adaptive_avg_pool2d(y, 1), y.mean({2, 3}, true)) <= kF64Tolerance);
+}
+
+TEST_CASE("pooling gradients pass gradcheck") {
+  const Tensor x = distinct_input({2, 2, 7, 6});
+  CHECK_GRADCHECK([](const TensorList& in) { return max_pool2d(in[0], 2); }, {x});
+  CHECK_GRADCHECK([](const TensorList& in) { return max_pool2d(in[0], 3, 2, 1, 1, true); }, {x});
+  CHECK_GRADCHECK([](const TensorList& in) { return max_pool2d(in[0], {3, 2}, Size2{1, 2}, {1, 0}, {2, 1}); }, {x});
+  const Tensor y = test::rand_input({2, 2, 7, 6});
+  CHECK_GRADCHECK([](const TensorList& in) { return avg_pool2d(in[0], 3, 2, 1, true, true); }, {y});
+  CHECK_GRADCHECK([](const TensorList& in) { return avg_pool2d(in[0], 3, 2, 1, true, false); }, {y});
+  CHECK_GRADCHECK([](const TensorList& in) { return avg_pool2d(in[0], {2, 3}, Size2{1, 2}, 0, false, true, 5); }, {y});
+  CHECK_GRADCHECK([](const TensorList& in) { return adaptive_avg_pool2d(in[0], {3, 4}); }, {y});
+  CHECK_GRADCHECK([](const TensorList& in) { return adaptive_avg_pool2d(in[0], 1); }, {test::noncontiguous_input({2, 2, 3, 5})});
+}
+
+TEST_CASE("pooling of an unbatched input and on 1 or 2 threads gives the same values") {
+  Tensor x = randn_of({64, 40, 39}, DType::f32).requires_grad_();  // planes enough for two threads
+  const auto run = [&](int threads) {
+    test::NumThreadsGuard guard(threads);
+    x.mutable_grad() = Tensor();
+    const Tensor max = max_pool2d(x, 2), avg = avg_pool2d(x, 3, 2, 1), adaptive = adaptive_avg_pool2d(x, {4, 3});
+    (max.sum() + avg.sum() + adaptive.sum()).backward();
+    return std::vector<std::vector<double>>{test::values(max), test::values(avg), test::values(adaptive),
+                                            test::values(x.grad())};
+  };
+  CHECK(max_pool2d(x, 2).sizes() == Shape{64, 20, 19});
+  CHECK(run(1) == run(2));
+}
+
+TEST_CASE("pooling errors name the op and the sizes") {
+  const Tensor x = randn_of({1, 2, 5, 5});
+  CHECK_THROWS_WITH_AS(max_pool2d(x, 2, 2, 2),
+                       "max_pool2d: padding must be between 0 and half the kernel size, got padding (2, 2) for "
+                       "kernel_size (2, 2)",
+                       Error);
+  CHECK_THROWS_WITH_AS(max_pool2d(x, 7), doctest::Contains("max_pool2d: the input [1, 2, 5, 5] is too small"), Error);
+  CHECK_THROWS_WITH_AS(avg_pool2d(x, {0, 2}), "avg_pool2d: kernel_size must be positive, got (0, 2)", Error);
+  CHECK_THROWS_WITH_AS(avg_pool2d(x, 2, 0), "avg_pool2d: stride must be positive, got (0, 0)", Error);
+  CHECK_THROWS_WITH_AS(adaptive_avg_pool2d(randn_of({5, 5}), 1), doctest::Contains("got shape [5, 5]"), Error);
+  CHECK_THROWS_WITH_AS(adaptive_avg_pool2d(x, {0, 1}), doctest::Contains("output_size must be positive"), Error);
+  CHECK_THROWS_WITH_AS(max_pool2d(zeros({1, 1, 4, 4}, {DType::i64}), 2), doctest::Contains("expected a floating input"),
+                       Error);
+}
+
+// ---- layers ----
+
+TEST_CASE("nn::Conv2d registers weight and bias with PyTorch's shapes and initial bounds") {
+  Generator generator(7);
+  nn::Conv2d conv(4, 8, {3, 2}, {.groups = 2, .generator = &generator});
+  const auto named = conv.named_parameters();
+  REQUIRE(named.size() == 2);
+  CHECK(named[0].first == "weight");
+  CHECK(named[1].first == "bias");
+  CHECK(conv.weight.sizes() == Shape{8, 2, 3, 2});
+  CHECK(conv.bias.sizes() == Shape{8});
+  // fan_in = 4 / 2 * 3 * 2 = 12: every value in [-1/sqrt(12), 1/sqrt(12)), and they spread over most of it.
+  const double bound = 1.0 / std::sqrt(12.0);
+  for (const Tensor& p : {conv.weight, conv.bias}) {
+    const std::vector<double> v = test::values(p);
+    const auto [low, high] = std::minmax_element(v.begin(), v.end());
+    CHECK(*low >= -bound);
+    CHECK(*high < bound);
+    CHECK(*high - *low > bound);
+  }
+  Generator same_seed(7);
+  nn::Conv2d again(4, 8, {3, 2}, {.groups = 2, .generator = &same_seed});
+  CHECK(test::values(again.weight) == test::values(conv.weight));
+}
+
+TEST_CASE("nn::Conv2d's forward is conv2d with its options") {
+  nn::Conv2d conv(3, 4, 3, {.stride = {2, 1}, .padding = 1, .bias = false});
+  CHECK_FALSE(conv.bias.defined());
+  CHECK(conv.named_parameters().size() == 1);
+  const Tensor x = randn({2, 3, 7, 6});
+  CHECK(test::values(conv(x)) == test::values(conv2d(x, conv.weight, Tensor(), {2, 1}, 1)));
+}
+
+TEST_CASE("convolution and pooling layers print like PyTorch's") {
+  CHECK(nn::Conv2d(1, 32, 5, {.padding = 2}).str() ==
+        "Conv2d(1, 32, kernel_size=(5, 5), stride=(1, 1), padding=(2, 2))");
+  CHECK(nn::Conv2d(4, 8, {3, 2}, {.stride = 2, .dilation = 2, .groups = 2, .bias = false}).str() ==
+        "Conv2d(4, 8, kernel_size=(3, 2), stride=(2, 2), dilation=(2, 2), groups=2, bias=False)");
+  CHECK(nn::MaxPool2d(2).str() == "MaxPool2d(kernel_size=2, stride=2, padding=0, dilation=1, ceil_mode=False)");
+  CHECK(nn::MaxPool2d({3, 2}, {.stride = Size2{2, 1}, .ceil_mode = true}).str() ==
+        "MaxPool2d(kernel_size=(3, 2), stride=(2, 1), padding=0, dilation=1, ceil_mode=True)");
+  CHECK(nn::AvgPool2d(3, {.stride = 2, .padding = 1}).str() == "AvgPool2d(kernel_size=3, stride=2, padding=1)");
+  CHECK(nn::AdaptiveAvgPool2d(1).str() == "AdaptiveAvgPool2d(output_size=1)");
+}
+
+TEST_CASE("pooling layers run their functional op") {
+  const Tensor x = randn({2, 3, 6, 6});
+  CHECK(test::values(nn::MaxPool2d(2)(x)) == test::values(max_pool2d(x, 2)));
+  CHECK(test::values(nn::AvgPool2d(3, {.stride = 2, .padding = 1, .count_include_pad = false})(x)) ==
+        test::values(avg_pool2d(x, 3, 2, 1, false, false)));
+  CHECK(nn::AdaptiveAvgPool2d({2, 3})(x).sizes() == Shape{2, 3, 2, 3});
+}
