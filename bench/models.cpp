@@ -1,0 +1,80 @@
+// bench_models: ms per training step (forward + backward + optimizer step) of the reference models
+// on synthetic data, so the number measures syncgrad and not the data pipeline.
+//   bench_models --model cnn --threads 1 --steps 50
+// Ends with one JSON line per run: {"bench":"train_step","model":"cnn","batch":64,"threads":1,"ms_per_step":...}
+// The PyTorch counterpart is bench/reference/cnn_torch.py.
+#include <CLI/CLI.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <vector>
+
+#include "models/cnn.h"
+#include "nn/functional.h"
+#include "optim/adam.h"
+#include "syncgrad.h"
+
+namespace {
+
+struct Options {
+  std::string model = "cnn";
+  int threads = 1;
+  int steps = 50;
+  int warmup = 5;
+  int64_t batch = 64;
+};
+
+double median(std::vector<double> values) {
+  std::sort(values.begin(), values.end());
+  return values[values.size() / 2];
+}
+
+int run(const Options& options) {
+  sg::set_num_threads(options.threads);
+  sg::manual_seed(0);
+  auto model = sg::models::make_fashion_mnist_model(options.model);
+  sg::optim::Adam optimizer(model->parameters(), {.lr = 0.005});
+  const sg::Tensor input = sg::randn({options.batch, 1, 28, 28});
+  const sg::Tensor target = sg::randint(0, 10, {options.batch});
+  const bool log_probabilities = options.model == "basicnet";
+
+  std::vector<double> milliseconds;
+  for (int step = 0; step < options.warmup + options.steps; ++step) {
+    const auto start = std::chrono::steady_clock::now();
+    optimizer.zero_grad();
+    const sg::Tensor output = (*model)(input);
+    sg::Tensor loss = log_probabilities ? sg::nn::functional::nll_loss(output, target)
+                                        : sg::nn::functional::cross_entropy(output, target);
+    loss.backward();
+    optimizer.step();
+    const double elapsed = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+    if (step >= options.warmup) milliseconds.push_back(elapsed);
+  }
+  const double ms = median(milliseconds);
+  std::printf("%s batch %lld threads %d: %.2f ms/step (median of %d), %.0f img/s\n", options.model.c_str(),
+              static_cast<long long>(options.batch), options.threads, ms, options.steps,
+              1000.0 * static_cast<double>(options.batch) / ms);
+  std::printf("{\"bench\":\"train_step\",\"impl\":\"syncgrad\",\"model\":\"%s\",\"batch\":%lld,\"threads\":%d,\"ms_per_step\":%.3f}\n",
+              options.model.c_str(), static_cast<long long>(options.batch), options.threads, ms);
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options options;
+  CLI::App app{"Training-step benchmark of syncgrad's reference models"};
+  app.add_option("--model", options.model, "cnn or basicnet")->check(CLI::IsMember({"cnn", "basicnet"}))->capture_default_str();
+  app.add_option("--threads", options.threads, "Intra-op threads")->check(CLI::PositiveNumber)->capture_default_str();
+  app.add_option("--steps", options.steps, "Timed steps")->check(CLI::PositiveNumber)->capture_default_str();
+  app.add_option("--warmup", options.warmup, "Untimed steps first")->check(CLI::NonNegativeNumber)->capture_default_str();
+  app.add_option("--batch", options.batch, "Batch size")->check(CLI::PositiveNumber)->capture_default_str();
+  CLI11_PARSE(app, argc, argv);
+  try {
+    return run(options);
+  } catch (const std::exception& error) {
+    std::fprintf(stderr, "bench_models: %s\n", error.what());
+    return 1;
+  }
+}
