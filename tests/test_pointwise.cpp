@@ -577,3 +577,14 @@ TEST_CASE("sum and mean pass gradcheck over dims, keepdim and non-contiguous inp
   CHECK_GRADCHECK([](const TensorList& in) { return in[0].mean({1}, true) * in[0]; }, {x});
   CHECK_GRADCHECK([](const TensorList& in) { return in[0].transpose(0, 2).mean({0, 1}); }, {cube});
 }
+
+TEST_CASE("a broadcast scalar first operand takes the fast path and matches the strided path") {
+  // scalar - x runs the (stride 0, contiguous) fast path; the same with x transposed runs the
+  // general strided loop. Both must agree element for element.
+  const Tensor x = randn({37, 41}, {}, &test::rng());
+  const Tensor scalar = full({1, 1}, 0.25);
+  const Tensor fast = sub(scalar, x);
+  const Tensor strided = sub(scalar, x.t().contiguous().t());
+  CHECK(test::max_abs_diff(fast, strided) == 0.0);
+  CHECK(test::values(fast)[5] == doctest::Approx(0.25 - test::values(x)[5]));
+}
