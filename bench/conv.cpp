@@ -8,6 +8,8 @@
 //
 //   ./build/bench/bench_conv [--threads 1,2]
 #include <algorithm>
+
+#include "parse_list.h"
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -37,14 +39,6 @@ double seconds_per_call(const std::function<void()>& fn) {
     samples.push_back(std::chrono::duration<double>(Clock::now() - start).count() / calls);
   }
   return *std::min_element(samples.begin(), samples.end());
-}
-
-std::vector<int> parse_list(const char* text) {
-  std::vector<int> values;
-  std::stringstream stream(text);
-  std::string item;
-  while (std::getline(stream, item, ',')) values.push_back(std::stoi(item));
-  return values;
 }
 
 struct ConvShape {

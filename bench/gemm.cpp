@@ -9,6 +9,8 @@
 #include <Eigen/Core>  // defines: Eigen::MatrixXf
 
 #include <algorithm>
+
+#include "parse_list.h"
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -94,14 +96,6 @@ std::string load_average() {
   std::string one_minute;
   file >> one_minute;
   return one_minute.empty() ? "unknown" : one_minute;
-}
-
-std::vector<int> parse_list(const char* text) {
-  std::vector<int> values;
-  std::stringstream stream(text);
-  std::string item;
-  while (std::getline(stream, item, ',')) values.push_back(std::stoi(item));
-  return values;
 }
 
 struct Result {

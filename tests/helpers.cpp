@@ -50,6 +50,15 @@ double max_abs_diff(const Tensor& a, const Tensor& b) {
   return worst;
 }
 
+void check_close(const Tensor& t, const std::vector<double>& expected, double tolerance) {
+  const std::vector<double> actual = test::values(t);
+  REQUIRE(actual.size() == expected.size());
+  for (size_t i = 0; i < actual.size(); ++i) {
+    INFO("element ", i, ": got ", actual[i], ", expected ", expected[i]);
+    CHECK(std::abs(actual[i] - expected[i]) <= tolerance);
+  }
+}
+
 }  // namespace sg::test
 
 doctest::String doctest::StringMaker<std::vector<double>>::convert(const std::vector<double>& values) {

@@ -32,6 +32,9 @@ private:
   int previous_;
 };
 
+// Checks every element of `t` (row-major) against `expected` within `tolerance`, naming the element.
+void check_close(const Tensor& t, const std::vector<double>& expected, double tolerance);
+
 }  // namespace sg::test
 
 // Lets CHECK(values(t) == std::vector<double>{...}) show both vectors when it fails.

@@ -27,14 +27,6 @@ Tensor reference_nd_target() { return tensor(std::vector<int64_t>{2, -1, 0, 1}, 
 // The reference values are printed by PyTorch with 12 significant digits.
 constexpr double kReferenceTolerance = 1e-10;
 
-void check_close(const Tensor& t, const std::vector<double>& expected, double tolerance) {
-  const std::vector<double> actual = test::values(t);
-  REQUIRE(actual.size() == expected.size());
-  for (size_t i = 0; i < actual.size(); ++i) {
-    INFO("element ", i, ": got ", actual[i], ", expected ", expected[i]);
-    CHECK(std::abs(actual[i] - expected[i]) <= tolerance);
-  }
-}
 
 // Cross entropy written with separate ops, for comparison with the fused kernel: rows of
 // log-probabilities, the target's picked out by gather, the smoothing term as a weighted sum.
@@ -76,26 +68,26 @@ const Reduction kReductions[] = {Reduction::none, Reduction::mean, Reduction::su
 
 TEST_CASE("cross_entropy matches PyTorch for each reduction") {
   const Tensor x = reference_logits(), t = reference_target();
-  check_close(F::cross_entropy(x, t), {1.22079338525}, kReferenceTolerance);
-  check_close(F::cross_entropy(x, t, {.reduction = Reduction::none}),
+  test::check_close(F::cross_entropy(x, t), {1.22079338525}, kReferenceTolerance);
+  test::check_close(F::cross_entropy(x, t, {.reduction = Reduction::none}),
               {0.414610759465, 0.785745599817, 0.507047580656, 3.17576960106}, kReferenceTolerance);
-  check_close(F::cross_entropy(x, t, {.reduction = Reduction::sum}), {4.883173541}, kReferenceTolerance);
+  test::check_close(F::cross_entropy(x, t, {.reduction = Reduction::sum}), {4.883173541}, kReferenceTolerance);
 }
 
 TEST_CASE("cross_entropy matches PyTorch with class weights, ignore_index and label smoothing") {
   const Tensor x = reference_logits(), t = reference_target(), w = reference_weight();
-  check_close(F::cross_entropy(x, t, {.weight = w}), {1.03168705818}, kReferenceTolerance);
-  check_close(F::cross_entropy(x, t, {.weight = w, .reduction = Reduction::none}),
+  test::check_close(F::cross_entropy(x, t, {.weight = w}), {1.03168705818}, kReferenceTolerance);
+  test::check_close(F::cross_entropy(x, t, {.weight = w, .reduction = Reduction::none}),
               {0.82922151893, 0.392872799909, 0.760571370985, 3.17576960106}, kReferenceTolerance);
-  check_close(F::cross_entropy(x, t, {.ignore_index = 1}), {0.569134646646}, kReferenceTolerance);
-  check_close(F::cross_entropy(x, t, {.label_smoothing = 0.2}), {1.42779338525}, kReferenceTolerance);
-  check_close(F::cross_entropy(x, t, {.reduction = Reduction::none, .label_smoothing = 0.2}),
+  test::check_close(F::cross_entropy(x, t, {.ignore_index = 1}), {0.569134646646}, kReferenceTolerance);
+  test::check_close(F::cross_entropy(x, t, {.label_smoothing = 0.2}), {1.42779338525}, kReferenceTolerance);
+  test::check_close(F::cross_entropy(x, t, {.reduction = Reduction::none, .label_smoothing = 0.2}),
               {0.778610759465, 0.997745599817, 0.855047580656, 3.07976960106}, kReferenceTolerance);
   const F::CrossEntropyOptions all{.weight = w, .ignore_index = 1, .label_smoothing = 0.2};
-  check_close(F::cross_entropy(x, t, all), {0.734962566481}, kReferenceTolerance);
-  check_close(F::cross_entropy(x, t, {.weight = w, .ignore_index = 1, .reduction = Reduction::sum, .label_smoothing = 0.2}),
+  test::check_close(F::cross_entropy(x, t, all), {0.734962566481}, kReferenceTolerance);
+  test::check_close(F::cross_entropy(x, t, {.weight = w, .ignore_index = 1, .reduction = Reduction::sum, .label_smoothing = 0.2}),
               {2.93985026592}, kReferenceTolerance);
-  check_close(F::cross_entropy(x, t, {.weight = w, .ignore_index = 1, .reduction = Reduction::none, .label_smoothing = 0.2}),
+  test::check_close(F::cross_entropy(x, t, {.weight = w, .ignore_index = 1, .reduction = Reduction::none, .label_smoothing = 0.2}),
               {1.10596691134, 0.784591219084, 1.0492921355, 0.0}, kReferenceTolerance);
 }
 
@@ -103,7 +95,7 @@ TEST_CASE("cross_entropy's gradient matches PyTorch with weights, ignore_index a
   const Tensor x = reference_logits().requires_grad_();
   F::cross_entropy(x, reference_target(), {.weight = reference_weight(), .ignore_index = 1, .label_smoothing = 0.2})
       .backward();
-  check_close(x.grad(),
+  test::check_close(x.grad(),
               {0.0625088313847, 0.00233275122204, -0.117446408232, 0.040271556359, 0.012333269266,
                -0.0329868001682, 0.00962588647227, -0.00922908513536, 0.02452168202, 0.00806831681127,
                -0.000176569457341, 0.0617713524683, 0.0193889533728, -0.099386941422, 0.0184032050382,
@@ -113,16 +105,16 @@ TEST_CASE("cross_entropy's gradient matches PyTorch with weights, ignore_index a
 
 TEST_CASE("cross_entropy over [N, C, d] input matches PyTorch") {
   const Tensor x = reference_nd_logits(), t = reference_nd_target();
-  check_close(F::cross_entropy(x, t, {.ignore_index = -1}), {1.52998984041}, kReferenceTolerance);
-  check_close(F::cross_entropy(x, t, {.ignore_index = -1, .reduction = Reduction::none}),
+  test::check_close(F::cross_entropy(x, t, {.ignore_index = -1}), {1.52998984041}, kReferenceTolerance);
+  test::check_close(F::cross_entropy(x, t, {.ignore_index = -1, .reduction = Reduction::none}),
               {2.18981390858, 0.0, 1.12967500588, 1.27048060678}, kReferenceTolerance);
-  check_close(F::cross_entropy(x, t, {.ignore_index = -1, .label_smoothing = 0.1}), {1.50776761819},
+  test::check_close(F::cross_entropy(x, t, {.ignore_index = -1, .label_smoothing = 0.1}), {1.50776761819},
               kReferenceTolerance);
 }
 
 TEST_CASE("nll_loss on log_softmax matches PyTorch") {
   const Tensor log_probs = log_softmax(reference_logits(), 1);
-  check_close(F::nll_loss(log_probs, reference_target(), {.weight = reference_weight(), .ignore_index = 1}),
+  test::check_close(F::nll_loss(log_probs, reference_target(), {.weight = reference_weight(), .ignore_index = 1}),
               {0.495666422456}, kReferenceTolerance);
 }
 
@@ -130,7 +122,7 @@ TEST_CASE("nll_loss on log_softmax matches PyTorch") {
 
 TEST_CASE("cross_entropy takes one sample as [C] scores and a 0-dim target") {
   const Tensor x = reference_logits().select(0, 3), t = scalar_tensor(1.0, {DType::i64});
-  check_close(F::cross_entropy(x, t), {3.17576960106}, kReferenceTolerance);
+  test::check_close(F::cross_entropy(x, t), {3.17576960106}, kReferenceTolerance);
   const Tensor rows = F::cross_entropy(x, t, {.reduction = Reduction::none});
   CHECK(rows.dim() == 0);
 }

@@ -33,14 +33,6 @@ double max_abs(const Tensor& t) {
   return worst;
 }
 
-void check_close(const Tensor& t, const std::vector<double>& expected, double tolerance) {
-  const std::vector<double> actual = test::values(t);
-  REQUIRE(actual.size() == expected.size());
-  for (size_t i = 0; i < actual.size(); ++i) {
-    INFO("element ", i, ": got ", actual[i], ", expected ", expected[i]);
-    CHECK(std::abs(actual[i] - expected[i]) <= tolerance);
-  }
-}
 
 std::vector<std::string> names_of(const nn::NamedTensors& named) {
   std::vector<std::string> names;
@@ -224,10 +216,10 @@ TEST_CASE("ReLU, Tanh, Sigmoid and GELU modules compute their functions") {
   // Values from torch 1.13 (f64): F.gelu, F.gelu(approximate='tanh'), torch.tanh, torch.sigmoid.
   constexpr double kDigits = 1e-15;
   CHECK(test::values(nn::ReLU()(x)) == std::vector<double>{1, 0, 0.5});
-  check_close(nn::Tanh()(x), {0.7615941559557649, -0.7615941559557649, 0.46211715726000974}, kDigits);
-  check_close(nn::Sigmoid()(x), {0.7310585786300049, 0.2689414213699951, 0.6224593312018546}, kDigits);
-  check_close(nn::GELU()(x), {0.841344746068543, -0.15865525393145702, 0.34573123063700656}, kDigits);
-  check_close(nn::GELU("tanh")(x), {0.8411919906082768, -0.15880800939172324, 0.34571400982514394}, kDigits);
+  test::check_close(nn::Tanh()(x), {0.7615941559557649, -0.7615941559557649, 0.46211715726000974}, kDigits);
+  test::check_close(nn::Sigmoid()(x), {0.7310585786300049, 0.2689414213699951, 0.6224593312018546}, kDigits);
+  test::check_close(nn::GELU()(x), {0.841344746068543, -0.15865525393145702, 0.34573123063700656}, kDigits);
+  test::check_close(nn::GELU("tanh")(x), {0.8411919906082768, -0.15880800939172324, 0.34571400982514394}, kDigits);
   CHECK_THROWS_WITH_AS(nn::GELU("erf"), doctest::Contains("approximate must be"), Error);
 }
 
@@ -345,7 +337,7 @@ TEST_CASE("BatchNorm in training normalises with the batch's mean and biased var
   nn::BatchNorm1d bn(2);
   bn.to(DType::f64);
   const double s0 = std::sqrt(5 + kEps), s1 = std::sqrt(11 + kEps);
-  check_close(bn(bn_batch1()), {-3 / s0, -3 / s1, -1 / s0, 1 / s1, 1 / s0, 5 / s1, 3 / s0, -3 / s1}, 1e-12);
+  test::check_close(bn(bn_batch1()), {-3 / s0, -3 / s1, -1 / s0, 1 / s1, 1 / s0, 5 / s1, 3 / s0, -3 / s1}, 1e-12);
 }
 
 TEST_CASE("BatchNorm's running statistics after two steps follow PyTorch's update with the unbiased variance") {
@@ -356,8 +348,8 @@ TEST_CASE("BatchNorm's running statistics after two steps follow PyTorch's updat
   // running = 0.9 * running + 0.1 * batch, from mean 0 and var 1:
   // mean: 0.9 * (0.1 * 4) + 0.1 * 3 = 0.66,  0.9 * (0.1 * 5) + 0.1 * 2 = 0.65
   // var:  0.9 * (0.9 + 0.1 * 20/3) + 0.1 * 20/3,  0.9 * (0.9 + 0.1 * 44/3) + 0.1 * 4 = 2.53
-  check_close(bn.running_mean, {0.66, 0.65}, 1e-12);
-  check_close(bn.running_var, {0.9 * (0.9 + 2.0 / 3) + 2.0 / 3, 2.53}, 1e-12);
+  test::check_close(bn.running_mean, {0.66, 0.65}, 1e-12);
+  test::check_close(bn.running_var, {0.9 * (0.9 + 2.0 / 3) + 2.0 / 3, 2.53}, 1e-12);
   CHECK(bn.num_batches_tracked.item<int64_t>() == 2);
 }
 
@@ -366,8 +358,8 @@ TEST_CASE("BatchNorm with momentum nullopt keeps the cumulative average of the b
   bn.to(DType::f64);
   bn(bn_batch1());
   bn(bn_batch2());
-  check_close(bn.running_mean, {3.5, 3.5}, 1e-12);
-  check_close(bn.running_var, {20.0 / 3, (44.0 / 3 + 4) / 2}, 1e-12);
+  test::check_close(bn.running_mean, {3.5, 3.5}, 1e-12);
+  test::check_close(bn.running_var, {20.0 / 3, (44.0 / 3 + 4) / 2}, 1e-12);
   CHECK(bn.str().find("momentum=None") != std::string::npos);
 }
 
@@ -385,8 +377,8 @@ TEST_CASE("BatchNorm in eval normalises with the running statistics and leaves t
     const size_t c = i % 2;
     expected.push_back((x[i] - mean[c]) / std::sqrt(var[c] + kEps) * weight[c] + bias[c]);
   }
-  check_close(bn(bn_batch1()), expected, 1e-12);
-  check_close(bn.running_mean, mean, 1e-12);
+  test::check_close(bn(bn_batch1()), expected, 1e-12);
+  test::check_close(bn.running_mean, mean, 1e-12);
   CHECK(bn.num_batches_tracked.item<int64_t>() == 1);
 }
 
@@ -452,8 +444,8 @@ TEST_CASE("fused batch_norm equals the composite formula on odd shapes and strid
 
     NoGradGuard no_grad;
     const Shape dims = all_dims_but_channels(x.dim());
-    check_close(running_mean, test::values(old_mean * (1 - momentum) + x.mean(dims) * momentum), 1e-12);
-    check_close(running_var, test::values(old_var * (1 - momentum) + x.var(dims, /*unbiased=*/true) * momentum), 1e-12);
+    test::check_close(running_mean, test::values(old_mean * (1 - momentum) + x.mean(dims) * momentum), 1e-12);
+    test::check_close(running_var, test::values(old_var * (1 - momentum) + x.var(dims, /*unbiased=*/true) * momentum), 1e-12);
   }
 }
 
@@ -491,11 +483,11 @@ TEST_CASE("LayerNorm normalises each row over the last dims, then applies weight
   norm.to(DType::f64);
   CHECK(names_of(norm.named_parameters()) == std::vector<std::string>{"weight", "bias"});
   const double s = std::sqrt(1.25 + kEps);  // row 1, 2, 3, 4: mean 2.5, biased var 1.25
-  check_close(norm(tensor(std::vector<double>{1, 2, 3, 4, 2, 2, 2, 2}, {2, 4})),
+  test::check_close(norm(tensor(std::vector<double>{1, 2, 3, 4, 2, 2, 2, 2}, {2, 4})),
               {-1.5 / s, -0.5 / s, 0.5 / s, 1.5 / s, 0, 0, 0, 0}, 1e-12);
   assign(norm.weight, {1, 2, 3, 4});
   assign(norm.bias, {0, 0, 0, 1});
-  check_close(norm(tensor(std::vector<double>{1, 2, 3, 4}, {1, 4})), {-1.5 / s, -1 / s, 1.5 / s, 6 / s + 1}, 1e-12);
+  test::check_close(norm(tensor(std::vector<double>{1, 2, 3, 4}, {1, 4})), {-1.5 / s, -1 / s, 1.5 / s, 6 / s + 1}, 1e-12);
   CHECK(nn::LayerNorm({2, 4}, kEps, false).named_parameters().empty());
 }
 
