@@ -15,35 +15,69 @@ using namespace sg;
 
 namespace {
 
-// conv2d written as its definition, in f64, one output element at a time:
-// out[n, k, p, q] = bias[k] + sum over c < C/G, r, s of w[k, c, r, s] * x[n, group(k) C/G + c, ih, iw],
-// ih = p stride.h - padding.h + r dilation.h, iw likewise, the sum skipping taps outside the image.
+struct ConvArgs {
+  Size2 stride, padding, dilation;
+  int64_t groups;
+};
+
+// Calls tap(n, k, channel, p, q, c, r, s, ih, iw) for every product of conv2d's definition:
+// out[n, k, p, q] += w[k, c, r, s] * x[n, channel, ih, iw] with channel = group(k) C/G + c,
+// ih = p stride.h - padding.h + r dilation.h (iw likewise), skipping taps outside the image.
+template <typename Tap>
+void for_each_conv_tap(const Shape& x, const Shape& w, const Shape& out, const ConvArgs& a, const Tap& tap) {
+  const int64_t K = w[0], Cg = w[1];
+  for (int64_t n = 0; n < x[0]; ++n)
+    for (int64_t k = 0; k < K; ++k)
+      for (int64_t p = 0; p < out[2]; ++p)
+        for (int64_t q = 0; q < out[3]; ++q)
+          for (int64_t c = 0; c < Cg; ++c)
+            for (int64_t r = 0; r < w[2]; ++r)
+              for (int64_t s = 0; s < w[3]; ++s) {
+                const int64_t ih = p * a.stride.h - a.padding.h + r * a.dilation.h;
+                const int64_t iw = q * a.stride.w - a.padding.w + s * a.dilation.w;
+                if (ih < 0 || ih >= x[2] || iw < 0 || iw >= x[3]) continue;
+                tap(n, k, k / (K / a.groups) * Cg + c, p, q, c, r, s, ih, iw);
+              }
+}
+
+Shape conv_out_shape(const Shape& x, const Shape& w, const ConvArgs& a) {
+  return {x[0], w[0], (x[2] + 2 * a.padding.h - a.dilation.h * (w[2] - 1) - 1) / a.stride.h + 1,
+          (x[3] + 2 * a.padding.w - a.dilation.w * (w[3] - 1) - 1) / a.stride.w + 1};
+}
+
+// Row-major offset of index `i` in `shape` (4-D).
+int64_t at4(const Shape& shape, int64_t i0, int64_t i1, int64_t i2, int64_t i3) {
+  return ((i0 * shape[1] + i1) * shape[2] + i2) * shape[3] + i3;
+}
+
+// conv2d written as its definition, in f64, one product at a time.
 Tensor reference_conv2d(const Tensor& x, const Tensor& w, const Tensor& b, Size2 stride, Size2 padding, Size2 dilation,
                         int64_t groups) {
+  const ConvArgs a{stride, padding, dilation, groups};
   const std::vector<double> xv = test::values(x), wv = test::values(w);
   const std::vector<double> bv = b.defined() ? test::values(b) : std::vector<double>(w.size(0), 0.0);
-  const int64_t N = x.size(0), C = x.size(1), H = x.size(2), W = x.size(3);
-  const int64_t K = w.size(0), Cg = w.size(1), R = w.size(2), S = w.size(3);
-  const int64_t P = (H + 2 * padding.h - dilation.h * (R - 1) - 1) / stride.h + 1;
-  const int64_t Q = (W + 2 * padding.w - dilation.w * (S - 1) - 1) / stride.w + 1;
-  std::vector<double> out;
-  for (int64_t n = 0; n < N; ++n)
-    for (int64_t k = 0; k < K; ++k)
-      for (int64_t p = 0; p < P; ++p)
-        for (int64_t q = 0; q < Q; ++q) {
-          double sum = bv[k];
-          for (int64_t c = 0; c < Cg; ++c)
-            for (int64_t r = 0; r < R; ++r)
-              for (int64_t s = 0; s < S; ++s) {
-                const int64_t ih = p * stride.h - padding.h + r * dilation.h;
-                const int64_t iw = q * stride.w - padding.w + s * dilation.w;
-                if (ih < 0 || ih >= H || iw < 0 || iw >= W) continue;
-                const int64_t channel = k / (K / groups) * Cg + c;
-                sum += wv[((k * Cg + c) * R + r) * S + s] * xv[((n * C + channel) * H + ih) * W + iw];
-              }
-          out.push_back(sum);
-        }
-  return tensor(out, {N, K, P, Q});
+  const Shape out_shape = conv_out_shape(x.sizes(), w.sizes(), a);
+  std::vector<double> out(numel_of(out_shape));
+  for (int64_t i = 0; i < numel_of(out_shape); ++i) out[i] = bv[i / (out_shape[2] * out_shape[3]) % out_shape[1]];
+  for_each_conv_tap(x.sizes(), w.sizes(), out_shape, a, [&](auto n, auto k, auto channel, auto p, auto q, auto c, auto r,
+                                                            auto s, auto ih, auto iw) {
+    out[at4(out_shape, n, k, p, q)] += wv[at4(w.sizes(), k, c, r, s)] * xv[at4(x.sizes(), n, channel, ih, iw)];
+  });
+  return tensor(out, out_shape);
+}
+
+// The gradients of sum(g * conv2d(x, w)) by the same products: d x[n, channel, ih, iw] += w * g and
+// d w[k, c, r, s] += x * g.
+std::pair<Tensor, Tensor> reference_conv2d_grads(const Tensor& x, const Tensor& w, const Tensor& g, const ConvArgs& a) {
+  const std::vector<double> xv = test::values(x), wv = test::values(w), gv = test::values(g);
+  std::vector<double> grad_x(x.numel()), grad_w(w.numel());
+  for_each_conv_tap(x.sizes(), w.sizes(), g.sizes(), a, [&](auto n, auto k, auto channel, auto p, auto q, auto c, auto r,
+                                                            auto s, auto ih, auto iw) {
+    const double grad = gv[at4(g.sizes(), n, k, p, q)];
+    grad_x[at4(x.sizes(), n, channel, ih, iw)] += wv[at4(w.sizes(), k, c, r, s)] * grad;
+    grad_w[at4(w.sizes(), k, c, r, s)] += xv[at4(x.sizes(), n, channel, ih, iw)] * grad;
+  });
+  return {tensor(grad_x, x.sizes()), tensor(grad_w, w.sizes())};
 }
 
 // Pooling written as its definition: out[n, c, p, q] = reduce of the taps of window (p, q) inside the image.
@@ -205,6 +239,26 @@ TEST_CASE("conv2d gradients for input, weight and bias pass gradcheck") {
 TEST_CASE("conv2d gradients reach a non-contiguous input and flow without a bias") {
   const Tensor x = test::noncontiguous_input({2, 2, 4, 5}), w = test::rand_input({3, 2, 2, 3});
   CHECK_GRADCHECK([](const TensorList& in) { return conv2d(in[0], in[1], Tensor(), 1, {1, 0}); }, {x, w});
+}
+
+TEST_CASE("conv2d unfolds a large image in bands of output rows and still matches direct sums") {
+  // An f64 col above 1 MB per image is split into bands (Note [Bands of output rows] in core/cpu/conv.cpp):
+  // 16 channels x 3 x 3 taps x 36 columns x 8 bytes = 41 KB per output row, so 40 rows make two bands.
+  for (const auto& [x_shape, w_shape, args] : std::vector<std::tuple<Shape, Shape, ConvArgs>>{
+           {{2, 16, 40, 36}, {4, 16, 3, 3}, {1, 1, 1, 1}},
+           {{1, 64, 40, 36}, {8, 32, 3, 3}, {2, {1, 2}, 1, 2}}}) {
+    INFO("input ", shape_str(x_shape), " weight ", shape_str(w_shape));
+    const Tensor x = randn_of(x_shape).requires_grad_(), w = randn_of(w_shape).requires_grad_();
+    const Tensor out = conv2d(x, w, Tensor(), args.stride, args.padding, args.dilation, args.groups);
+    const Tensor g = randn_of(out.sizes());
+    out.backward(g);
+    const auto [grad_x, grad_w] = reference_conv2d_grads(x, w, g, args);
+    // Sums of up to ~14000 products of N(0, 1) values: f64 rounding differences stay below 1e-10.
+    CHECK(test::max_abs_diff(out, reference_conv2d(x, w, Tensor(), args.stride, args.padding, args.dilation,
+                                                   args.groups)) <= 1e-10);
+    CHECK(test::max_abs_diff(x.grad(), grad_x) <= 1e-10);
+    CHECK(test::max_abs_diff(w.grad(), grad_w) <= 1e-10);
+  }
 }
 
 TEST_CASE("conv2d forward and gradients are bit-identical on 1 and 2 threads") {

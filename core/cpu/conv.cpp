@@ -29,7 +29,8 @@
 // d weight sums over the images. The batch is cut into blocks of kImagesPerBlock images at fixed
 // offsets, whatever the thread count; a block accumulates its images in order (GEMMs with beta = 1)
 // and the blocks' sums are then added in block order. The additions, and so the rounding, are the
-// same on 1 thread as on 16, so the gradient is bit-identical.
+// same on 1 thread as on 16, so the gradient is bit-identical. (Within an image, the products of its
+// bands of output rows, Note [Bands of output rows], are added in band order.)
 #include <algorithm>
 #include <cstring>
 #include <functional>
@@ -48,9 +49,23 @@ namespace {
 
 constexpr int64_t kImagesPerBlock = 4;  // Note [Deterministic weight gradient]
 
+// Note [Bands of output rows]
+// An image's col can be far larger than a core's cache (7 MB for a ResNet layer of 64 channels of
+// 56 x 56 and a 3x3 kernel), and then im2col writes it out to memory only for the GEMM to read it
+// back. So an image is unfolded and multiplied a band of output rows at a time, each band as many
+// rows as keep its col within kColBandBytes (the CNN's layers fit in one band). A band is a range
+// of columns of out_n, which the GEMM reads with a leading dimension of P Q; the weight gradient
+// adds the bands' products in band order, so the sum's order is still fixed by the shapes alone.
+constexpr int64_t kColBandBytes = int64_t(1) << 20;
+
+struct Band {
+  int64_t begin, end;  // output rows [begin, end) of an image
+};
+
 struct ConvGeometry {
   int64_t N, C, H, W, K, P, Q, R, S, G;
   Conv2dParams params;
+  int64_t band_rows;  // output rows per band (Note [Bands of output rows])
 
   int64_t group_rows() const { return C / G * R * S; }  // rows of a group's col = columns of its weight
   int64_t image_numel() const { return C * H * W; }
@@ -61,8 +76,10 @@ struct ConvGeometry {
   bool col_is_image() const {  // Note [Convolution as GEMM]: a pointwise kernel needs no unfolding
     return R == 1 && S == 1 && params.stride == Size2(1) && !has_padding();
   }
-  // A worker's scratch: col [C R S, P Q], then the padded image [C, padded_h, padded_w] when there is padding.
-  int64_t col_numel() const { return C * R * S * P * Q; }
+  int64_t band_columns(const Band& band) const { return (band.end - band.begin) * Q; }
+  // A worker's scratch: col for one band [C R S, band_rows Q], then the padded image
+  // [C, padded_h, padded_w] when there is padding.
+  int64_t col_numel() const { return C * R * S * band_rows * Q; }
   int64_t padded_numel() const { return has_padding() ? C * padded_h() * padded_w() : 0; }
   int64_t scratch_numel() const { return col_is_image() ? 0 : col_numel() + padded_numel(); }
   int64_t image_work() const { return out_image_numel() * group_rows(); }  // multiply-adds of one image's product
@@ -73,8 +90,18 @@ ConvGeometry geometry_of(const Tensor& input, const Tensor& weight, const Tensor
                          const Tensor& written) {
   SG_CHECK(written.is_contiguous(), "conv2d: the kernel writes contiguous outputs, got strides ",
            shape_str(written.strides()));
-  return ConvGeometry{input.size(0), input.size(1), input.size(2), input.size(3), weight.size(0), out.size(2),
-                      out.size(3),   weight.size(2), weight.size(3), params.groups, params};
+  ConvGeometry g{input.size(0), input.size(1), input.size(2), input.size(3), weight.size(0), out.size(2),
+                 out.size(3),   weight.size(2), weight.size(3), params.groups, params, 0};
+  const int64_t row_bytes = g.C * g.R * g.S * g.Q * static_cast<int64_t>(written.element_size());  // col per output row
+  g.band_rows = g.col_is_image() ? g.P : std::clamp<int64_t>(kColBandBytes / std::max<int64_t>(row_bytes, 1), 1, g.P);
+  return g;
+}
+
+// Calls band_fn(band) for the bands of one image's output rows, in order.
+template <typename BandFn>
+void for_each_band(const ConvGeometry& g, const BandFn& band_fn) {
+  for (int64_t begin = 0; begin < g.P; begin += std::max<int64_t>(g.band_rows, 1))
+    band_fn(Band{begin, std::min(g.P, begin + g.band_rows)});
 }
 
 // Note [Unfolding a padded image]
@@ -84,18 +111,19 @@ ConvGeometry geometry_of(const Tensor& input, const Tensor& weight, const Tensor
 // second layer), so what costs is the work per run, not per element. col2im is the mirror image: it
 // adds the runs onto a zeroed padded gradient, whose interior is the image's gradient.
 
-// Calls block(col_offset, padded_offset) for every kernel tap (c, r, s): row (c R + r) S + s of col holds
-// P runs of Q entries; run p reads row p stride.h + r dilation.h of channel c of the padded image from
-// column s dilation.w on, every stride.w-th entry. So run p starts padded_offset + p * row_step(g) into
-// the padded image and col_offset + p Q into col.
+// Calls block(col_offset, padded_offset) for every kernel tap (c, r, s): row (c R + r) S + s of a band's
+// col holds a run of Q entries per output row p of the band; run p reads row p stride.h + r dilation.h
+// of channel c of the padded image from column s dilation.w on, every stride.w-th entry. So the band's
+// i-th run starts padded_offset + i * row_step(g) into the padded image and col_offset + i Q into col.
 template <typename Block>
-void for_each_col_block(const ConvGeometry& g, const Block& block) {
+void for_each_col_block(const ConvGeometry& g, const Band& band, const Block& block) {
   const Conv2dParams& at = g.params;
-  const int64_t padded_h = g.padded_h(), padded_w = g.padded_w();
+  const int64_t padded_h = g.padded_h(), padded_w = g.padded_w(), columns = g.band_columns(band);
   for (int64_t c = 0; c < g.C; ++c)
     for (int64_t r = 0; r < g.R; ++r)
       for (int64_t s = 0; s < g.S; ++s)
-        block(((c * g.R + r) * g.S + s) * g.P * g.Q, (c * padded_h + r * at.dilation.h) * padded_w + s * at.dilation.w);
+        block(((c * g.R + r) * g.S + s) * columns,
+              (c * padded_h + band.begin * at.stride.h + r * at.dilation.h) * padded_w + s * at.dilation.w);
 }
 
 int64_t row_step(const ConvGeometry& g) { return g.params.stride.h * g.padded_w(); }
@@ -128,9 +156,9 @@ void add_run(T* target, const T* source, int64_t n) {
 }
 
 template <typename T>
-void im2col(const ConvGeometry& g, const T* padded, T* col) {
-  const int64_t P = g.P, Q = g.Q, step = row_step(g), stride_w = g.params.stride.w;
-  for_each_col_block(g, [=](int64_t col_offset, int64_t padded_offset) {
+void im2col(const ConvGeometry& g, const Band& band, const T* padded, T* col) {
+  const int64_t P = band.end - band.begin, Q = g.Q, step = row_step(g), stride_w = g.params.stride.w;
+  for_each_col_block(g, band, [=](int64_t col_offset, int64_t padded_offset) {
     for (int64_t p = 0; p < P; ++p) {
       T* target = col + col_offset + p * Q;
       const T* source = padded + padded_offset + p * step;
@@ -145,9 +173,9 @@ void im2col(const ConvGeometry& g, const T* padded, T* col) {
 
 // Adds every entry of col onto the padded pixel it was unfolded from (padded starts zeroed).
 template <typename T>
-void col2im(const ConvGeometry& g, const T* col, T* padded) {
-  const int64_t P = g.P, Q = g.Q, step = row_step(g), stride_w = g.params.stride.w;
-  for_each_col_block(g, [=](int64_t col_offset, int64_t padded_offset) {
+void col2im(const ConvGeometry& g, const Band& band, const T* col, T* padded) {
+  const int64_t P = band.end - band.begin, Q = g.Q, step = row_step(g), stride_w = g.params.stride.w;
+  for_each_col_block(g, band, [=](int64_t col_offset, int64_t padded_offset) {
     for (int64_t p = 0; p < P; ++p) {
       const T* source = col + col_offset + p * Q;
       T* target = padded + padded_offset + p * step;
@@ -175,11 +203,29 @@ void copy_interior(const ConvGeometry& g, const T* from, T* to, bool to_image) {
   }
 }
 
-// The G matrices [rows, cols] stored one after the other from element `offset` of `base`, as a
-// [G, rows, cols] view (no copy): a group's slice of an image, of col or of the weight.
-Tensor group_matrices(const Tensor& base, int64_t offset, int64_t groups, int64_t rows, int64_t cols) {
+// The G matrices [rows, cols] stored one after the other from element `offset` of `base`, rows
+// row_stride apart (a column range when row_stride > cols), as a [G, rows, cols] view (no copy): a
+// group's slice of an image, of col or of the weight.
+Tensor group_matrices(const Tensor& base, int64_t offset, int64_t groups, int64_t rows, int64_t cols,
+                      int64_t row_stride) {
   return Tensor(std::make_shared<TensorImpl>(base.storage(), base.storage_offset() + offset, Shape{groups, rows, cols},
-                                             Shape{rows * cols, cols, 1}, base.dtype()));
+                                             Shape{rows * row_stride, row_stride, 1}, base.dtype()));
+}
+Tensor group_matrices(const Tensor& base, int64_t offset, int64_t groups, int64_t rows, int64_t cols) {
+  return group_matrices(base, offset, groups, rows, cols, cols);
+}
+
+// A band's columns of image n of out (or its gradient), [G, K/G, band columns].
+Tensor out_band(const ConvGeometry& g, const Tensor& out, int64_t n, const Band& band) {
+  return group_matrices(out, n * g.out_image_numel() + band.begin * g.Q, g.G, g.K / g.G, g.band_columns(band),
+                        g.P * g.Q);
+}
+
+// A band's columns of image n of the input (or its gradient) as [G, C/G, band columns]: its col when
+// the kernel is pointwise (then P Q = H W).
+Tensor image_band(const ConvGeometry& g, const Tensor& input, int64_t n, const Band& band) {
+  return group_matrices(input, n * g.image_numel() + band.begin * g.Q, g.G, g.group_rows(), g.band_columns(band),
+                        g.P * g.Q);
 }
 
 // [G, rows, cols] -> [G, cols, rows] as a view; the GEMM reads it with BLAS's transpose flag.
@@ -210,17 +256,25 @@ void for_each_with_buffer(int64_t count, int64_t work_per_item, int64_t buffer_n
   });
 }
 
-// The [G, C/G R S, P Q] col of image n: the image itself for a pointwise kernel, else unfolded into the
-// scratch buffer (whose padded image's border is still zero: only the interior is ever written).
+// What im2col reads for image n: the image itself, or with padding its copy into the scratch's
+// padded image, whose border stays zero (only the interior is ever written).
 template <typename T>
-Tensor col_of_image(const ConvGeometry& g, const Tensor& input, int64_t n, const Tensor& scratch) {
-  if (g.col_is_image()) return group_matrices(input, n * g.image_numel(), g.G, g.group_rows(), g.P * g.Q);
+const T* unfold_source(const ConvGeometry& g, const Tensor& input, int64_t n, const Tensor& scratch) {
   const T* image = static_cast<const T*>(input.raw_data()) + n * g.image_numel();
-  T* col = static_cast<T*>(scratch.raw_data());
-  T* padded = col + g.col_numel();
-  if (g.has_padding()) copy_interior(g, image, padded, /*to_image=*/false);
-  im2col(g, g.has_padding() ? padded : image, col);
-  return group_matrices(scratch, 0, g.G, g.group_rows(), g.P * g.Q);
+  if (!g.has_padding()) return image;
+  T* padded = static_cast<T*>(scratch.raw_data()) + g.col_numel();
+  copy_interior(g, image, padded, /*to_image=*/false);
+  return padded;
+}
+
+// The [G, C/G R S, band columns] col of a band of image n: the image's own columns for a pointwise
+// kernel, else unfolded from `source` (unfold_source) into the scratch buffer.
+template <typename T>
+Tensor band_col(const ConvGeometry& g, const Tensor& input, int64_t n, const T* source, const Band& band,
+                const Tensor& scratch) {
+  if (g.col_is_image()) return image_band(g, input, n, band);
+  im2col(g, band, source, static_cast<T*>(scratch.raw_data()));
+  return group_matrices(scratch, 0, g.G, g.group_rows(), g.band_columns(band));
 }
 
 template <typename T>
@@ -229,14 +283,16 @@ void conv2d_typed(const Tensor& out, const Tensor& input, const Tensor& weight, 
   const T* bias_data = bias.defined() ? static_cast<const T*>(bias.raw_data()) : nullptr;
   T* out_data = static_cast<T*>(out.raw_data());
   const int64_t PQ = g.P * g.Q;
-  for_each_with_buffer(g.N, g.image_work(), g.scratch_numel(), out.dtype(), [&](int64_t n, const Tensor& buffer) {
-    const Tensor col = col_of_image<T>(g, input, n, buffer);
-    T* out_image = out_data + n * g.out_image_numel();
+  for_each_with_buffer(g.N, g.image_work(), g.scratch_numel(), out.dtype(), [&](int64_t n, const Tensor& scratch) {
     // The bias is written first and the product added onto it (beta = 1): no second pass over out.
+    T* out_image = out_data + n * g.out_image_numel();
     if (bias_data != nullptr)
       for (int64_t k = 0; k < g.K; ++k) std::fill(out_image + k * PQ, out_image + (k + 1) * PQ, bias_data[k]);
-    gemm(group_matrices(out, n * g.out_image_numel(), g.G, g.K / g.G, PQ), weights, col, 1.0,
-         bias_data != nullptr ? 1.0 : 0.0);
+    const T* source = unfold_source<T>(g, input, n, scratch);
+    for_each_band(g, [&](const Band& band) {
+      gemm(out_band(g, out, n, band), weights, band_col<T>(g, input, n, source, band, scratch), 1.0,
+           bias_data != nullptr ? 1.0 : 0.0);
+    });
   });
 }
 
@@ -245,20 +301,23 @@ void conv2d_grad_input_typed(const Tensor& grad_input, const Tensor& grad_out, c
                              const ConvGeometry& g) {
   const Tensor weights_t = transposed(group_matrices(weight, 0, g.G, g.K / g.G, g.group_rows()));
   T* grad_input_data = static_cast<T*>(grad_input.raw_data());
-  const int64_t PQ = g.P * g.Q;
   const DType dtype = grad_input.dtype();
-  for_each_with_buffer(g.N, g.image_work(), g.scratch_numel(), dtype, [&](int64_t n, const Tensor& buffer) {
-    const Tensor grads = group_matrices(grad_out, n * g.out_image_numel(), g.G, g.K / g.G, PQ);
+  for_each_with_buffer(g.N, g.image_work(), g.scratch_numel(), dtype, [&](int64_t n, const Tensor& scratch) {
     if (g.col_is_image()) {  // d col is d image
-      gemm(group_matrices(grad_input, n * g.image_numel(), g.G, g.group_rows(), PQ), weights_t, grads, 1.0, 0.0);
+      for_each_band(g, [&](const Band& band) {
+        gemm(image_band(g, grad_input, n, band), weights_t, out_band(g, grad_out, n, band), 1.0, 0.0);
+      });
       return;
     }
-    gemm(group_matrices(buffer, 0, g.G, g.group_rows(), PQ), weights_t, grads, 1.0, 0.0);
-    const T* col = static_cast<const T*>(buffer.raw_data());
+    T* col = static_cast<T*>(scratch.raw_data());
     T* image = grad_input_data + n * g.image_numel();
-    T* padded = g.has_padding() ? static_cast<T*>(buffer.raw_data()) + g.col_numel() : image;
+    T* padded = g.has_padding() ? col + g.col_numel() : image;
     std::fill(padded, padded + (g.has_padding() ? g.padded_numel() : g.image_numel()), T(0));
-    col2im(g, col, padded);
+    for_each_band(g, [&](const Band& band) {
+      gemm(group_matrices(scratch, 0, g.G, g.group_rows(), g.band_columns(band)), weights_t,
+           out_band(g, grad_out, n, band), 1.0, 0.0);
+      col2im(g, band, col, padded);
+    });
     if (g.has_padding()) copy_interior(g, padded, image, /*to_image=*/true);
   });
 }
@@ -271,13 +330,17 @@ void conv2d_grad_weight_typed(const Tensor& grad_weight, const Tensor& grad_out,
   // Block 0 sums straight into grad_weight; every other block into its own row of `partials`.
   const Tensor partials = empty({std::max<int64_t>(blocks - 1, 0), weight_numel}, {grad_weight.dtype()});
   const int64_t block_work = kImagesPerBlock * g.image_work();
-  for_each_with_buffer(blocks, block_work, g.scratch_numel(), grad_weight.dtype(), [&](int64_t block, const Tensor& buffer) {
+  for_each_with_buffer(blocks, block_work, g.scratch_numel(), grad_weight.dtype(), [&](int64_t block, const Tensor& scratch) {
     const Tensor sums = block == 0 ? group_matrices(grad_weight, 0, g.G, g.K / g.G, g.group_rows())
                                    : group_matrices(partials, (block - 1) * weight_numel, g.G, g.K / g.G, g.group_rows());
-    const int64_t first = block * kImagesPerBlock, last = std::min(g.N, first + kImagesPerBlock);
-    for (int64_t n = first; n < last; ++n) {
-      const Tensor grads = group_matrices(grad_out, n * g.out_image_numel(), g.G, g.K / g.G, g.P * g.Q);
-      gemm(sums, grads, transposed(col_of_image<T>(g, input, n, buffer)), 1.0, n == first ? 0.0 : 1.0);
+    double beta = 0.0;  // the block's first product overwrites sums, the others add onto it
+    for (int64_t n = block * kImagesPerBlock; n < std::min(g.N, (block + 1) * kImagesPerBlock); ++n) {
+      const T* source = unfold_source<T>(g, input, n, scratch);
+      for_each_band(g, [&](const Band& band) {
+        gemm(sums, out_band(g, grad_out, n, band), transposed(band_col<T>(g, input, n, source, band, scratch)), 1.0,
+             beta);
+        beta = 1.0;
+      });
     }
   });
   T* total = static_cast<T*>(grad_weight.raw_data());
