@@ -1,32 +1,103 @@
 #include "core/allocator.h"
 
 #include <cstdlib>
-#include <new>
+#include <mutex>
+#include <unordered_map>
+#include <vector>
 
 #include "core/error.h"
 
 namespace sg {
 
+// Note [CPU block cache]
+// glibc serves large allocations with mmap and returns them to the system on free, so every
+// step of a training loop page-faults its activations and gradients in again: measured ~15-20%
+// of the CNN's training step (bench_models, 1 thread, 120 -> 100 ms with the cache). Steps
+// allocate the same sizes over and over, so freed blocks of at least kMinCachedBytes are kept in
+// per-size free lists and handed out again. The cache is bounded (kMaxCachedBytes; beyond it a
+// freed block goes back to the system) and cpu_empty_cache() releases everything. Under
+// AddressSanitizer the cache is off, so use-after-free is still caught.
 namespace {
+
+constexpr size_t kMinCachedBytes = size_t(1) << 16;
+constexpr size_t kMaxCachedBytes = size_t(2) << 30;
+#if defined(__SANITIZE_ADDRESS__)
+constexpr bool kCacheEnabled = false;
+#else
+constexpr bool kCacheEnabled = true;
+#endif
+
+size_t rounded_size(size_t nbytes) { return (nbytes + kCpuAlignment - 1) / kCpuAlignment * kCpuAlignment; }
+
 class CpuAllocator final : public Allocator {
 public:
   void* allocate(size_t nbytes) override {
     if (nbytes == 0) return nullptr;
-    // aligned_alloc requires the size to be a multiple of the alignment.
-    const size_t rounded = (nbytes + kCpuAlignment - 1) / kCpuAlignment * kCpuAlignment;
-    void* ptr = std::aligned_alloc(kCpuAlignment, rounded);
+    const size_t size = rounded_size(nbytes);  // aligned_alloc needs a multiple of the alignment
+    if (kCacheEnabled && size >= kMinCachedBytes) {
+      std::lock_guard<std::mutex> lock(mutex_);
+      auto it = free_blocks_.find(size);
+      if (it != free_blocks_.end() && !it->second.empty()) {
+        void* ptr = it->second.back();
+        it->second.pop_back();
+        stats_.cached_bytes -= size;
+        ++stats_.hits;
+        return ptr;
+      }
+      ++stats_.misses;
+    }
+    void* ptr = std::aligned_alloc(kCpuAlignment, size);
     SG_CHECK(ptr != nullptr, "cpu allocator: out of memory allocating ", nbytes, " bytes");
     return ptr;
   }
-  void deallocate(void* ptr, size_t) override { std::free(ptr); }
+
+  void deallocate(void* ptr, size_t nbytes) override {
+    if (ptr == nullptr) return;
+    const size_t size = rounded_size(nbytes);
+    if (kCacheEnabled && size >= kMinCachedBytes) {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (stats_.cached_bytes + size <= kMaxCachedBytes) {
+        free_blocks_[size].push_back(ptr);
+        stats_.cached_bytes += size;
+        return;
+      }
+    }
+    std::free(ptr);
+  }
+
   Device device() const override { return Device::cpu(); }
+
+  CpuCacheStats stats() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return stats_;
+  }
+
+  void empty_cache() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (auto& [size, blocks] : free_blocks_)
+      for (void* ptr : blocks) std::free(ptr);
+    free_blocks_.clear();
+    stats_.cached_bytes = 0;
+  }
+
+private:
+  std::mutex mutex_;  // DataLoader workers allocate too
+  std::unordered_map<size_t, std::vector<void*>> free_blocks_;
+  CpuCacheStats stats_;
 };
+
+// Never destroyed: a tensor in a static object may be freed after any static destructor ran.
+CpuAllocator& the_cpu_allocator() {
+  static CpuAllocator* allocator = new CpuAllocator;
+  return *allocator;
+}
+
 }  // namespace
 
-Allocator& cpu_allocator() {
-  static CpuAllocator allocator;
-  return allocator;
-}
+Allocator& cpu_allocator() { return the_cpu_allocator(); }
+
+CpuCacheStats cpu_cache_stats() { return the_cpu_allocator().stats(); }
+void cpu_empty_cache() { the_cpu_allocator().empty_cache(); }
 
 Allocator& allocator_for(const Device& device) {
   check_device_supported(device, "allocate");
