@@ -5,6 +5,7 @@ set -euo pipefail
 packages=(
   build-essential cmake pkg-config git
   libeigen3-dev doctest-dev zlib1g-dev libbenchmark-dev nlohmann-json3-dev libcli11-dev
+  libgloo-dev             # CPU collectives for dist/ (TCP transport)
   libopenblas-openmp-dev  # the OpenMP build of OpenBLAS follows sg::set_num_threads
   dataset-fashion-mnist   # the IDX files under /usr/share/datasets/fashion-mnist
 )
