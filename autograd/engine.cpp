@@ -48,7 +48,23 @@ std::unordered_map<Node*, int> count_dependencies(Node* root) {
   return dependencies;
 }
 
+// The callbacks of the backward running on this thread; null outside backward. A pointer to a
+// local of run_backward, restored on exit, so a backward started inside a callback gets its own.
+thread_local std::vector<std::function<void()>>* queued_callbacks = nullptr;
+
+struct CallbackScope {
+  std::vector<std::function<void()>> callbacks;
+  std::vector<std::function<void()>>* outer = queued_callbacks;
+  CallbackScope() { queued_callbacks = &callbacks; }
+  ~CallbackScope() { queued_callbacks = outer; }
+};
+
 }  // namespace
+
+void queue_callback(std::function<void()> callback) {
+  SG_CHECK(queued_callbacks != nullptr, "queue_callback: no backward pass is running on this thread");
+  queued_callbacks->push_back(std::move(callback));
+}
 
 void run_backward(const Tensor& root, const Tensor& gradient, bool retain_graph) {
   SG_CHECK(root.defined(), "backward: tensor is undefined");
@@ -66,6 +82,7 @@ void run_backward(const Tensor& root, const Tensor& gradient, bool retain_graph)
            " does not match the tensor's shape ", shape_str(root.sizes()));
 
   NoGradGuard no_grad;  // backward formulas record no graph (no create_graph support)
+  CallbackScope callback_scope;
   auto dependencies = count_dependencies(root_node.get());
   std::unordered_map<Node*, Tensor> pending_grads{{root_node.get(), root_grad}};
   std::priority_queue<Node*, std::vector<Node*>, ReadyOrder> ready;
@@ -92,6 +109,11 @@ void run_backward(const Tensor& root, const Tensor& gradient, bool retain_graph)
       }
       if (--dependencies[next] == 0) ready.push(next);
     }
+  }
+  // Indexed and moved out, not iterated: a callback may queue another one (growing the vector).
+  for (size_t i = 0; i < callback_scope.callbacks.size(); ++i) {
+    std::function<void()> callback = std::move(callback_scope.callbacks[i]);
+    callback();
   }
 }
 

@@ -1,5 +1,7 @@
 #pragma once
-// defines: run_backward — the backward engine.
+// defines: run_backward — the backward engine; queue_callback — work to do when it finishes.
+#include <functional>
+
 #include "core/tensor.h"
 
 namespace sg::autograd {
@@ -7,5 +9,10 @@ namespace sg::autograd {
 // Propagates `gradient` (ones for a scalar root when undefined) from `root` to every leaf that
 // requires grad, accumulating into their .grad. Frees the graph unless `retain_graph`.
 void run_backward(const Tensor& root, const Tensor& gradient, bool retain_graph);
+
+// Runs `callback` once the backward pass running on this thread has processed its last node
+// (PyTorch's Engine::queue_callback). DDP queues its "wait for every bucket and write the
+// averaged gradients into .grad" step here from inside a gradient hook. Throws outside backward.
+void queue_callback(std::function<void()> callback);
 
 }  // namespace sg::autograd

@@ -3,6 +3,7 @@
 #include <string>
 #include <vector>
 
+#include "autograd/engine.h"
 #include "autograd/function.h"
 #include "helpers.h"
 
@@ -139,6 +140,25 @@ TEST_CASE("post-accumulate hooks fire in backward order, each after its leaf's g
   h = (h * w3).sum();
   h.backward();
   CHECK(order == std::vector<std::string>{"w3", "w2", "w1"});
+}
+
+TEST_CASE("queued callbacks run once after the last node of backward, in order; outside backward it throws") {
+  Tensor w1 = test::rand_input({3}), w2 = test::rand_input({3});
+  std::vector<std::string> events;
+  w2.register_post_accumulate_grad_hook([&](Tensor&) {
+    events.push_back("w2");
+    autograd::queue_callback([&] {
+      // Runs after every gradient, including w1's (which backward reaches after w2's).
+      CHECK(w1.grad().defined());
+      events.push_back("first");
+      autograd::queue_callback([&] { events.push_back("queued by a callback"); });
+    });
+    autograd::queue_callback([&] { events.push_back("second"); });
+  });
+  w1.register_post_accumulate_grad_hook([&](Tensor&) { events.push_back("w1"); });
+  ((w1 * 2.0).tanh() * w2).sum().backward();
+  CHECK(events == std::vector<std::string>{"w2", "w1", "first", "second", "queued by a callback"});
+  CHECK_THROWS_WITH_AS(autograd::queue_callback([] {}), doctest::Contains("no backward pass"), sg::Error);
 }
 
 TEST_CASE("retain_grad keeps the gradient of a non-leaf") {
