@@ -20,6 +20,13 @@ public:
   virtual ~Work() = default;
   virtual void wait() = 0;
   virtual bool is_completed() const = 0;
+
+  // When the collective began and finished running on the communication thread; both are
+  // default (epoch) until then. DDP's trace draws each bucket's all-reduce with them.
+  struct Timing {
+    std::chrono::steady_clock::time_point started, finished;
+  };
+  virtual Timing timing() const { return {}; }
 };
 using WorkPtr = std::shared_ptr<Work>;
 
