@@ -21,7 +21,7 @@ std::string format_duration(double seconds) {
 
 ProgressBar::ProgressBar(int64_t total, std::string label, std::string unit, std::FILE* out)
     : total_(std::max<int64_t>(total, 1)), label_(std::move(label)), unit_(std::move(unit)), out_(out),
-      interactive_(isatty(fileno(out)) == 1), start_(std::chrono::steady_clock::now()), last_draw_(start_) {}
+      interactive_(out != nullptr && isatty(fileno(out)) == 1), start_(std::chrono::steady_clock::now()), last_draw_(start_) {}
 
 double ProgressBar::elapsed_seconds() const {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
@@ -61,6 +61,7 @@ void ProgressBar::update(int64_t steps, int64_t items, const std::vector<std::pa
 }
 
 void ProgressBar::draw(bool force) {
+  if (out_ == nullptr) return;
   if (interactive_) {
     const auto now = std::chrono::steady_clock::now();
     if (!force && now - last_draw_ < std::chrono::milliseconds(100)) return;
@@ -78,6 +79,7 @@ void ProgressBar::draw(bool force) {
 void ProgressBar::finish() {
   if (finished_) return;
   finished_ = true;
+  if (out_ == nullptr) return;
   if (interactive_) {
     draw(true);
     std::fputc('\n', out_);

@@ -18,7 +18,8 @@ namespace sg::data {
 
 class ProgressBar {
 public:
-  // `total` steps; `unit` names what the rate counts (e.g. "img" for images per second).
+  // `total` steps; `unit` names what the rate counts (e.g. "img" for images per second). A null
+  // `out` draws nothing but still measures the rate (ranks other than the main one).
   ProgressBar(int64_t total, std::string label, std::string unit = "it", std::FILE* out = stderr);
   // Advances by `steps` steps that processed `items` items (the rate's unit); `values` are shown
   // after the bar (e.g. the running loss).

@@ -41,6 +41,14 @@ TEST_CASE("a non-terminal progress bar prints one line per tenth and a final lin
   CHECK(lines == 11);  // the first step, then 10%, 20%, ..., 100%; finish adds nothing after 100%
 }
 
+TEST_CASE("a progress bar without an output draws nothing but still counts and measures") {
+  data::ProgressBar bar(4, "epoch 1/1", "img", nullptr);
+  bar.update(2, 128, {{"loss", 1.5}});
+  bar.finish();
+  CHECK(bar.line().find(" 2/4 [") != std::string::npos);
+  CHECK(bar.items_per_second() > 0);
+}
+
 TEST_CASE("the metrics log writes a header and rows with empty cells for absent columns") {
   const std::string path = "test_progress_metrics.csv";
   {
