@@ -261,29 +261,50 @@ TEST_CASE("conv2d unfolds a large image in bands of output rows and still matche
   }
 }
 
-TEST_CASE("conv2d forward and gradients are bit-identical on 1 and 2 threads") {
-  // 10 images, enough work for two threads: three weight-gradient blocks, split 1 + 2 across them.
-  // One large image: a single GEMM per pass, which OpenBLAS itself runs on 2 threads (it splits rows
-  // and columns, never the sum, so the result must not change either).
-  for (const auto& [x_shape, w_shape, groups] : std::vector<std::tuple<Shape, Shape, int64_t>>{
-           {{10, 16, 16, 15}, {16, 8, 3, 3}, 2}, {{1, 64, 32, 32}, {64, 64, 3, 3}, 1}}) {
-    INFO("input ", shape_str(x_shape));
-    Tensor x = randn_of(x_shape, DType::f32).requires_grad_();
-    Tensor w = randn_of(w_shape, DType::f32).requires_grad_();
-    Tensor b = randn_of({w_shape[0]}, DType::f32).requires_grad_();
-    const Tensor g = randn_of({x_shape[0], w_shape[0], x_shape[2], x_shape[3]}, DType::f32);
-    const auto run = [&](int threads) {
-      test::NumThreadsGuard guard(threads);
-      x.mutable_grad() = Tensor();
-      w.mutable_grad() = Tensor();
-      b.mutable_grad() = Tensor();
-      const Tensor out = conv2d(x, w, b, 1, 1, 1, groups);
-      out.backward(g);
-      return std::vector<std::vector<double>>{test::values(out), test::values(x.grad()), test::values(w.grad()),
-                                              test::values(b.grad())};
-    };
-    CHECK(run(1) == run(2));
+namespace {
+
+// conv2d forward and backward at `threads` threads: the output and the three gradients.
+std::vector<std::vector<double>> conv2d_results(Tensor& x, Tensor& w, Tensor& b, const Tensor& g, int64_t groups,
+                                                int threads) {
+  test::NumThreadsGuard guard(threads);
+  x.mutable_grad() = Tensor();
+  w.mutable_grad() = Tensor();
+  b.mutable_grad() = Tensor();
+  const Tensor out = conv2d(x, w, b, 1, 1, 1, groups);
+  out.backward(g);
+  return {test::values(out), test::values(x.grad()), test::values(w.grad()), test::values(b.grad())};
+}
+
+}  // namespace
+
+TEST_CASE("conv2d over a batch is bit-identical on 1 and 2 threads") {
+  // 10 images, enough work for two threads: our own split of the batch (three weight-gradient
+  // blocks, 1 + 2 across the threads) must not change a single bit.
+  Tensor x = randn_of({10, 16, 16, 15}, DType::f32).requires_grad_();
+  Tensor w = randn_of({16, 8, 3, 3}, DType::f32).requires_grad_();
+  Tensor b = randn_of({16}, DType::f32).requires_grad_();
+  const Tensor g = randn_of({10, 16, 16, 15}, DType::f32);
+  CHECK(conv2d_results(x, w, b, g, 2, 1) == conv2d_results(x, w, b, g, 2, 2));
+}
+
+TEST_CASE("conv2d of one large image: bit-identical at a given thread count, close across counts") {
+  // A single GEMM per pass, which OpenBLAS itself spreads over the threads. Its result depends
+  // on the thread count on some CPUs (measured on AMD EPYC / Zen 2: 5e-5 apart), though never
+  // from run to run — which is what DESIGN.md promises: same thread count, same bits.
+  Tensor x = randn_of({1, 64, 32, 32}, DType::f32).requires_grad_();
+  Tensor w = randn_of({64, 64, 3, 3}, DType::f32).requires_grad_();
+  Tensor b = randn_of({64}, DType::f32).requires_grad_();
+  const Tensor g = randn_of({1, 64, 32, 32}, DType::f32);
+  for (int threads : {1, 2}) {
+    CAPTURE(threads);
+    CHECK(conv2d_results(x, w, b, g, 1, threads) == conv2d_results(x, w, b, g, 1, threads));
   }
+  const auto one = conv2d_results(x, w, b, g, 1, 1), two = conv2d_results(x, w, b, g, 1, 2);
+  for (size_t i = 0; i < one.size(); ++i)
+    for (size_t j = 0; j < one[i].size(); ++j)
+      // f32 sums of 576 products of N(0, 1) values (typically ~25 in size): a different order of
+      // summation moves them by ~1e-4 at most.
+      REQUIRE(std::abs(one[i][j] - two[i][j]) <= 1e-3);
 }
 
 TEST_CASE("conv2d names the op and the shapes in its errors") {
