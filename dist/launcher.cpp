@@ -326,13 +326,9 @@ AttemptResult WorkerGroup::supervise(SignalPipe& signals) {
       throw Error(detail::concat("sgrun: poll failed: ", std::strerror(errno)));
 
     for (const int signal : signals.take()) {
-      if (signal == SIGCHLD) continue;  // reaped below
-      if (interrupted_by_) {
-        say("got ", signal_name(signal), " again; killing the workers");
-        signal_all(SIGKILL);
-        killed_ = true;
-        continue;
-      }
+      // A repeated signal changes nothing: one event often arrives twice (`timeout` signals its
+      // child and then its own process group), and the grace period already bounds the wait.
+      if (signal == SIGCHLD || interrupted_by_) continue;  // SIGCHLD: reaped below
       interrupted_by_ = signal;
       say("got ", signal_name(signal), "; forwarding it to the workers");
       begin_shutdown(signal);

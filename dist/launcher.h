@@ -19,8 +19,8 @@
 //   with SG_RESTART_COUNT one higher (a fresh port with --standalone), otherwise launch returns
 //   the failing worker's exit code (128 + signal number for a signal, as a shell reports it).
 //   Apps survive a restart by resuming from their last snapshot (docs/launcher.md).
-// - A SIGINT / SIGTERM to the launcher is forwarded, ends the run without restarts, and launch
-//   returns 128 + that signal; a second one sends SIGKILL at once.
+// - The first SIGINT / SIGTERM to the launcher is forwarded, ends the run without restarts, and
+//   launch returns 128 + that signal; workers still running after grace_seconds get SIGKILL.
 // - Several nodes: every node runs its own sgrun with the same --nnodes / --master-addr /
 //   --master-port and its --node-rank; ranks are node_rank * nproc_per_node + local_rank. The
 //   launchers do not talk to each other: when a worker dies, the workers on the other nodes fail
