@@ -15,6 +15,7 @@
 #include "core/tensor.h"             // defines: Tensor
 #include "data/dataloader.h"         // defines: DataLoader, Batch, default_collate
 #include "data/dataset.h"            // defines: Dataset, TensorDataset, Subset, random_split
+#include "data/distributed_sampler.h"  // defines: DistributedSampler, drop_padding
 #include "data/fashion_mnist.h"      // defines: FashionMNIST
 #include "data/idx.h"                // defines: read_idx
 #include "data/sampler.h"            // defines: SequentialSampler, RandomSampler, BatchSampler

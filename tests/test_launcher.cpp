@@ -1,0 +1,361 @@
+// The launcher: LinePrefixer and the option / environment logic in-process, then the real sgrun
+// binary running tests/launcher_probe workers (environment, output labels, exit codes, killing
+// the group, restarts, signal forwarding). SG_SGRUN and SG_LAUNCHER_PROBE are the binaries' paths.
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "dist/launcher.h"
+#include "dist/line_prefixer.h"
+#include "helpers.h"
+
+extern char** environ;
+
+using namespace sg;
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+Clock::time_point seconds_from_now(double seconds) {
+  return Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
+}
+
+// ---- running sgrun ----
+
+struct Finished {
+  int exit_code;  // 128 + signal if sgrun itself was killed
+  std::string out;
+  std::string err;
+  double seconds;
+};
+
+// sgrun with its stdout and stderr captured. Every wait has a deadline: a launcher that hangs
+// fails the test (and is killed) instead of stalling the suite.
+class Sgrun {
+public:
+  explicit Sgrun(const std::vector<std::string>& args, const std::vector<std::string>& extra_env = {})
+      : start_(Clock::now()) {
+    std::vector<std::string> argv_strings = {SG_SGRUN};
+    argv_strings.insert(argv_strings.end(), args.begin(), args.end());
+    std::vector<std::string> env_strings = extra_env;
+    for (char** entry = environ; *entry; ++entry) env_strings.emplace_back(*entry);
+    std::vector<char*> argv, envp;
+    for (std::string& s : argv_strings) argv.push_back(s.data());
+    for (std::string& s : env_strings) envp.push_back(s.data());
+    argv.push_back(nullptr);
+    envp.push_back(nullptr);
+
+    int out[2], err[2];
+    REQUIRE(::pipe2(out, O_CLOEXEC) == 0);
+    REQUIRE(::pipe2(err, O_CLOEXEC) == 0);
+    posix_spawn_file_actions_t actions;
+    posix_spawn_file_actions_init(&actions);
+    posix_spawn_file_actions_adddup2(&actions, out[1], STDOUT_FILENO);
+    posix_spawn_file_actions_adddup2(&actions, err[1], STDERR_FILENO);
+    const int error = ::posix_spawn(&pid_, SG_SGRUN, &actions, nullptr, argv.data(), envp.data());
+    posix_spawn_file_actions_destroy(&actions);
+    ::close(out[1]);
+    ::close(err[1]);
+    fds_[0] = out[0];
+    fds_[1] = err[0];
+    REQUIRE(error == 0);
+  }
+  ~Sgrun() {
+    if (pid_ > 0) {
+      ::kill(pid_, SIGKILL);
+      ::waitpid(pid_, nullptr, 0);
+    }
+    for (const int fd : fds_)
+      if (fd >= 0) ::close(fd);
+  }
+
+  // Reads until stdout holds `text` `times` times; false at the deadline or the end of output.
+  bool wait_for_output(const std::string& text, int times, double timeout_seconds) {
+    const auto deadline = seconds_from_now(timeout_seconds);
+    while (count(out_, text) < times) {
+      if (Clock::now() >= deadline || !read_some(deadline)) return false;
+    }
+    return true;
+  }
+
+  void send(int signal) { ::kill(pid_, signal); }
+
+  // Reads everything and reaps sgrun; a run past the deadline fails the test.
+  Finished finish(double timeout_seconds = 10) {
+    const auto deadline = seconds_from_now(timeout_seconds);
+    while (Clock::now() < deadline && read_some(deadline)) {
+    }
+    const bool in_time = fds_[0] < 0 && fds_[1] < 0;
+    CHECK_MESSAGE(in_time, "sgrun still running after ", timeout_seconds, " s; output so far:\n", out_, err_);
+    if (!in_time) ::kill(pid_, SIGKILL);
+    int status = 0;
+    ::waitpid(pid_, &status, 0);
+    pid_ = -1;
+    const int code = WIFSIGNALED(status) ? 128 + WTERMSIG(status) : WEXITSTATUS(status);
+    return {code, out_, err_, std::chrono::duration<double>(Clock::now() - start_).count()};
+  }
+
+private:
+  static int count(const std::string& haystack, const std::string& needle) {
+    int n = 0;
+    for (size_t at = haystack.find(needle); at != std::string::npos; at = haystack.find(needle, at + 1)) ++n;
+    return n;
+  }
+
+  // Waits (until the deadline) for output and appends it; false once both streams ended.
+  bool read_some(Clock::time_point deadline) {
+    std::vector<pollfd> polled;
+    for (const int fd : fds_)
+      if (fd >= 0) polled.push_back({fd, POLLIN, 0});
+    if (polled.empty()) return false;
+    const auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - Clock::now()).count();
+    if (::poll(polled.data(), polled.size(), static_cast<int>(std::max<int64_t>(left, 0))) <= 0) return true;
+    for (int i = 0; i < 2; ++i) {
+      if (fds_[i] < 0) continue;
+      pollfd probe = {fds_[i], POLLIN, 0};
+      if (::poll(&probe, 1, 0) <= 0) continue;
+      char buffer[4096];
+      const ssize_t n = ::read(fds_[i], buffer, sizeof buffer);
+      if (n > 0) {
+        (i == 0 ? out_ : err_).append(buffer, static_cast<size_t>(n));
+      } else {
+        ::close(fds_[i]);
+        fds_[i] = -1;
+      }
+    }
+    return true;
+  }
+
+  pid_t pid_ = -1;
+  int fds_[2] = {-1, -1};
+  std::string out_, err_;
+  Clock::time_point start_;
+};
+
+Finished run_sgrun(const std::vector<std::string>& args, const std::vector<std::string>& extra_env = {}) {
+  Sgrun sgrun(args, extra_env);
+  return sgrun.finish();
+}
+
+// The lines of `text` that rank `rank` wrote, without the prefix, in order; rank -1: all lines.
+std::vector<std::string> lines_of(const std::string& text, int rank) {
+  const std::string prefix = rank < 0 ? "" : "[rank " + std::to_string(rank) + "] ";
+  std::vector<std::string> lines;
+  size_t start = 0;
+  while (start < text.size()) {
+    size_t end = text.find('\n', start);
+    if (end == std::string::npos) end = text.size();
+    const std::string line = text.substr(start, end - start);
+    if (line.starts_with(prefix)) lines.push_back(line.substr(prefix.size()));
+    start = end + 1;
+  }
+  return lines;
+}
+
+bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+
+}  // namespace
+
+// ---- LinePrefixer ----
+
+TEST_CASE("LinePrefixer labels every line and treats '\\r' as a line end, whatever the chunking") {
+  const std::string stream = "loss 0.5\n40%\r50%\r\n\nlast";
+  const std::string expected = "[rank 1] loss 0.5\n[rank 1] 40%\r[rank 1] 50%\r\n[rank 1] \n[rank 1] last\n";
+  // Any split of the stream into two chunks gives the same output: partial lines are held.
+  for (size_t split = 0; split <= stream.size(); ++split) {
+    CAPTURE(split);
+    dist::LinePrefixer prefixer("[rank 1] ");
+    std::string out = prefixer.feed(stream.substr(0, split));
+    out += prefixer.feed(stream.substr(split));
+    out += prefixer.finish();
+    CHECK(out == expected);
+  }
+}
+
+TEST_CASE("LinePrefixer holds an unfinished line and breaks one longer than its limit") {
+  dist::LinePrefixer prefixer("> ", 8);
+  CHECK(prefixer.feed("abc") == "");
+  CHECK(prefixer.feed("defghij\nk") == "> abcdef\n> ghij\n");  // "> abcdef" is 8 bytes
+  CHECK(prefixer.finish() == "> k\n");
+  CHECK(prefixer.finish() == "");
+}
+
+// ---- options and environment, in-process ----
+
+TEST_CASE("worker_environment numbers ranks across nodes as torchrun does") {
+  dist::LaunchOptions options;
+  options.nproc_per_node = 3;
+  options.nnodes = 2;
+  options.node_rank = 1;
+  options.master_addr = "10.0.0.7";
+  options.max_restarts = 4;
+  std::map<std::string, std::string> env;
+  for (const auto& [key, value] : dist::worker_environment(options, 2, 23456, 1)) env[key] = value;
+  CHECK(env == std::map<std::string, std::string>{{"RANK", "5"},
+                                                  {"LOCAL_RANK", "2"},
+                                                  {"WORLD_SIZE", "6"},
+                                                  {"LOCAL_WORLD_SIZE", "3"},
+                                                  {"GROUP_RANK", "1"},
+                                                  {"MASTER_ADDR", "10.0.0.7"},
+                                                  {"MASTER_PORT", "23456"},
+                                                  {"SG_RESTART_COUNT", "1"},
+                                                  {"SG_MAX_RESTARTS", "4"}});
+  CHECK_THROWS_AS(dist::worker_environment(options, 3, 23456, 0), Error);
+}
+
+TEST_CASE("check_launch_options names the flag that is wrong") {
+  const auto message = [](auto change) {
+    dist::LaunchOptions options;
+    options.command = {"true"};
+    change(options);
+    try {
+      dist::check_launch_options(options);
+    } catch (const Error& error) {
+      return std::string(error.what());
+    }
+    return std::string("(no error)");
+  };
+  CHECK(message([](dist::LaunchOptions&) {}) == "(no error)");
+  CHECK(contains(message([](dist::LaunchOptions& o) { o.nnodes = 2;
+    o.node_rank = 2; }), "--node-rank 2"));
+  CHECK(contains(message([](dist::LaunchOptions& o) { o.nproc_per_node = 0; }), "--nproc-per-node"));
+  CHECK(contains(message([](dist::LaunchOptions& o) { o.standalone = true;
+    o.nnodes = 2; }), "--standalone"));
+  CHECK(contains(message([](dist::LaunchOptions& o) { o.master_port = 70000; }), "--master-port"));
+  CHECK(contains(message([](dist::LaunchOptions& o) { o.max_restarts = -1; }), "--max-restarts"));
+  CHECK(contains(message([](dist::LaunchOptions& o) { o.command.clear(); }), "no program"));
+}
+
+TEST_CASE("find_free_port returns a port that can be bound") {
+  const int port = dist::find_free_port();
+  REQUIRE(port > 0);
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in address = {};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_ANY);
+  address.sin_port = htons(static_cast<uint16_t>(port));
+  CHECK(::bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof address) == 0);
+  ::close(fd);
+}
+
+// ---- sgrun with probe workers ----
+
+TEST_CASE("sgrun gives each worker its rank, the world and the master address; the rest of the environment passes") {
+  const Finished run = run_sgrun({"--nproc-per-node", "2", "--nnodes", "3", "--node-rank", "1", "--master-addr",
+                                  "10.1.2.3", "--master-port", "23456", SG_LAUNCHER_PROBE, "env"},
+                                 {"RANK=99", "SG_PROBE_INHERITED=yes"});
+  REQUIRE(run.exit_code == 0);
+  for (const int local_rank : {0, 1}) {
+    const int rank = 2 + local_rank;
+    CHECK(lines_of(run.out, rank) ==
+          std::vector<std::string>{"RANK=" + std::to_string(rank), "LOCAL_RANK=" + std::to_string(local_rank),
+                                   "WORLD_SIZE=6", "LOCAL_WORLD_SIZE=2", "GROUP_RANK=1", "MASTER_ADDR=10.1.2.3",
+                                   "MASTER_PORT=23456", "SG_RESTART_COUNT=0", "SG_MAX_RESTARTS=0",
+                                   "SG_PROBE_INHERITED=yes"});
+  }
+}
+
+TEST_CASE("sgrun prefixes every line of every worker, on stdout and stderr") {
+  const Finished run = run_sgrun({"--nproc-per-node", "2", SG_LAUNCHER_PROBE, "lines"});
+  REQUIRE(run.exit_code == 0);
+  for (const int rank : {0, 1}) {
+    const std::string r = std::to_string(rank);
+    CHECK(lines_of(run.out, rank) == std::vector<std::string>{"first line of rank " + r, "second line of rank " + r,
+                                                              "step 1\r[rank " + r + "] step 2\r", "unfinished"});
+    CHECK(lines_of(run.err, rank) == std::vector<std::string>{"a warning from rank " + r});
+  }
+  // Nothing reached stdout without a label.
+  CHECK(lines_of(run.out, 0).size() + lines_of(run.out, 1).size() == lines_of(run.out, -1).size());
+}
+
+TEST_CASE("a failing worker stops the group at once and sgrun exits with its code") {
+  const Finished run = run_sgrun({"--nproc-per-node", "3", SG_LAUNCHER_PROBE, "fail", "1", "7"});
+  CHECK(run.exit_code == 7);
+  CHECK(run.seconds < 3);  // the sleepers (30 s) were killed, not waited for
+  CHECK(contains(run.err, "worker rank 1 (local rank 1"));
+  CHECK(contains(run.err, "exit code 7"));
+  CHECK(contains(run.err, "no restarts left"));
+}
+
+TEST_CASE("a worker killed by a signal makes sgrun exit with 128 + the signal, without restarts by default") {
+  const Finished run = run_sgrun({"--nproc-per-node", "2", SG_LAUNCHER_PROBE, "crash", "0", "1"});
+  CHECK(run.exit_code == 128 + SIGKILL);
+  CHECK(run.seconds < 3);
+  CHECK(contains(run.err, "failed: SIGKILL"));
+  CHECK(!contains(run.err, "restarting"));
+  CHECK(!contains(run.out, "attempt 1"));
+}
+
+TEST_CASE("with --max-restarts 1 a group whose worker crashed once restarts and finishes") {
+  const Finished run = run_sgrun({"--standalone", "--nproc-per-node", "2", "--max-restarts", "1", SG_LAUNCHER_PROBE,
+                                  "crash", "1", "1"});
+  CHECK(run.exit_code == 0);
+  CHECK(run.seconds < 3);
+  CHECK(contains(run.err, "restarting (attempt 1 of 1)"));
+  // Both ranks ran the second attempt, and agreed on its port.
+  const auto rank0 = lines_of(run.out, 0), rank1 = lines_of(run.out, 1);
+  REQUIRE(!rank0.empty());
+  REQUIRE(!rank1.empty());
+  CHECK(rank0.back().starts_with("attempt 1 port "));
+  CHECK(rank0.back() == rank1.back());
+  CHECK(rank0.back() != "attempt 1 port 0");
+}
+
+TEST_CASE("with restarts used up sgrun exits with the last failure's code") {
+  const Finished run = run_sgrun({"--nproc-per-node", "2", "--max-restarts", "1", SG_LAUNCHER_PROBE, "crash", "0", "5"});
+  CHECK(run.exit_code == 128 + SIGKILL);
+  CHECK(contains(run.err, "restarting (attempt 1 of 1)"));
+  CHECK(!contains(run.err, "attempt 2"));
+  CHECK(contains(run.err, "no restarts left (--max-restarts 1)"));
+}
+
+TEST_CASE("sgrun forwards SIGTERM and SIGINT to every worker and exits with 128 + the signal") {
+  for (const int signal : {SIGTERM, SIGINT}) {
+    CAPTURE(signal);
+    Sgrun sgrun({"--nproc-per-node", "2", SG_LAUNCHER_PROBE, "wait-for-signal"});
+    REQUIRE(sgrun.wait_for_output("] ready", 2, 5));
+    sgrun.send(signal);
+    const Finished run = sgrun.finish();
+    CHECK(run.exit_code == 128 + signal);
+    const std::string got = "got signal " + std::to_string(signal);
+    CHECK(lines_of(run.out, 0).back() == got);
+    CHECK(lines_of(run.out, 1).back() == got);
+    CHECK(!contains(run.err, "restarting"));
+  }
+}
+
+TEST_CASE("workers that ignore SIGTERM get SIGKILL after the grace period") {
+  Sgrun sgrun({"--nproc-per-node", "2", "--grace-seconds", "0.3", SG_LAUNCHER_PROBE, "ignore-sigterm"});
+  REQUIRE(sgrun.wait_for_output("] ready", 2, 5));
+  const auto signalled = Clock::now();
+  sgrun.send(SIGTERM);
+  const Finished run = sgrun.finish();
+  const double seconds = std::chrono::duration<double>(Clock::now() - signalled).count();
+  CHECK(run.exit_code == 128 + SIGTERM);
+  CHECK(seconds >= 0.3);
+  CHECK(seconds < 3);
+  CHECK(contains(run.err, "sending SIGKILL"));
+}
+
+TEST_CASE("sgrun reports bad flags and a program that cannot start") {
+  const Finished bad_rank = run_sgrun({"--nnodes", "2", "--node-rank", "2", SG_LAUNCHER_PROBE, "env"});
+  CHECK(bad_rank.exit_code == 1);
+  CHECK(contains(bad_rank.err, "--node-rank 2 is out of range for --nnodes 2"));
+  const Finished missing = run_sgrun({"--nproc-per-node", "2", "/nonexistent/worker"});
+  CHECK(missing.exit_code == 1);
+  CHECK(contains(missing.err, "cannot start '/nonexistent/worker'"));
+  const Finished unknown = run_sgrun({"--nproc-per-nod", "2", SG_LAUNCHER_PROBE, "env"});
+  CHECK(unknown.exit_code == 2);
+  CHECK(contains(unknown.err, "unknown option --nproc-per-nod"));
+}
