@@ -1,0 +1,118 @@
+#include "dist/dist.h"
+
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <sstream>
+#include <thread>
+
+#include "dist/environment.h"
+#include "dist/process_group_gloo.h"
+#include "dist/tcp_store.h"
+
+namespace sg::dist {
+
+namespace {
+
+struct DefaultGroup {
+  std::shared_ptr<TcpStore> store;
+  std::unique_ptr<ProcessGroup> group;
+  int local_rank = 0;
+  int local_world_size = 1;
+};
+DefaultGroup& state() {
+  static DefaultGroup instance;
+  return instance;
+}
+
+// Every rank registers, then waits until all `world` have; rank 0 says who is missing.
+void wait_for_all_ranks(TcpStore& store, int rank, int world, std::chrono::milliseconds timeout) {
+  store.set("arrived/" + std::to_string(rank), {'1'});
+  store.add("arrived", 1);
+  const auto start = std::chrono::steady_clock::now();
+  auto next_report = start + std::chrono::seconds(5);
+  for (;;) {
+    if (store.add("arrived", 0) >= world) return;
+    const auto now = std::chrono::steady_clock::now();
+    if (now >= next_report || now - start >= timeout) {
+      std::ostringstream missing;
+      for (int r = 0, listed = 0; r < world; ++r)
+        if (!store.check({"arrived/" + std::to_string(r)})) missing << (listed++ ? ", " : "") << r;
+      const auto waited = std::chrono::duration_cast<std::chrono::seconds>(now - start).count();
+      SG_CHECK(now - start < timeout, "init_process_group (rank ", rank, " of ", world, "): rank(s) ", missing.str(),
+               " did not join within ", waited, " s (the store is at ", store.address(), ")");
+      if (rank == 0)
+        std::fprintf(stderr, "init_process_group: waiting for rank(s) %s to join (%lld s so far)\n",
+                     missing.str().c_str(), static_cast<long long>(waited));
+      next_report = now + std::chrono::seconds(5);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+}
+
+}  // namespace
+
+void init_process_group(InitOptions options) {
+  SG_CHECK(!is_initialized(), "init_process_group: the default group is already initialised "
+           "(call destroy_process_group first)");
+  SG_CHECK(options.backend == "gloo", "init_process_group: unknown backend '", options.backend,
+           "' (this build has: gloo)");
+  LaunchEnvironment env;
+  if (options.rank < 0 || options.world_size < 0) {
+    const auto from_environment = launch_environment();
+    SG_CHECK(from_environment.has_value(),
+             "init_process_group: no rank given and none in the environment. Start the program with sgrun "
+             "(or torchrun, srun, mpirun), or set RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT");
+    env = *from_environment;
+  } else {
+    env.rank = options.rank;
+    env.world_size = options.world_size;
+    env.local_rank = options.rank;
+    env.local_world_size = options.world_size;
+    if (const auto from_environment = launch_environment()) {
+      env.master_addr = from_environment->master_addr;
+      env.master_port = from_environment->master_port;
+    }
+  }
+  if (!options.master_addr.empty()) env.master_addr = options.master_addr;
+  if (options.master_port > 0) env.master_port = options.master_port;
+  SG_CHECK(env.world_size >= 1 && env.rank >= 0 && env.rank < env.world_size, "init_process_group: rank ", env.rank,
+           " is not in [0, world_size = ", env.world_size, ")");
+  if (const char* seconds = std::getenv("SG_DIST_TIMEOUT")) options.timeout = std::chrono::seconds(std::atoll(seconds));
+  if (const char* debug = std::getenv("SG_DIST_DEBUG")) options.debug = options.debug || std::string(debug) == "1";
+  std::signal(SIGPIPE, SIG_IGN);  // Gloo writes without MSG_NOSIGNAL: a dead peer must be an error, not a signal
+
+  auto store = std::make_shared<TcpStore>(env.master_addr, env.master_port, env.rank == 0, options.timeout);
+  wait_for_all_ranks(*store, env.rank, env.world_size, options.timeout);
+  DefaultGroup& group = state();
+  group.group = std::make_unique<ProcessGroupGloo>(store, env.rank, env.world_size, options.timeout, options.debug);
+  group.store = store;
+  group.local_rank = env.local_rank;
+  group.local_world_size = env.local_world_size;
+}
+
+void destroy_process_group() {
+  DefaultGroup& group = state();
+  group.group.reset();  // finishes queued collectives, then joins the communication thread
+  group.store.reset();
+  group.local_rank = 0;
+  group.local_world_size = 1;
+}
+
+bool is_initialized() { return state().group != nullptr; }
+int get_rank() { return is_initialized() ? state().group->rank() : 0; }
+int get_world_size() { return is_initialized() ? state().group->size() : 1; }
+int get_local_rank() { return state().local_rank; }
+int get_local_world_size() { return state().local_world_size; }
+
+ProcessGroup& default_group() {
+  SG_CHECK(is_initialized(), "dist: no process group; call dist::init_process_group() first");
+  return *state().group;
+}
+
+void all_reduce(Tensor& tensor, ReduceOp op) { default_group().all_reduce(tensor, op)->wait(); }
+void broadcast(Tensor& tensor, int root) { default_group().broadcast(tensor, root)->wait(); }
+void barrier() { default_group().barrier()->wait(); }
+
+}  // namespace sg::dist

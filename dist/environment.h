@@ -1,0 +1,31 @@
+#pragma once
+// defines: LaunchEnvironment, launch_environment — where this process sits in a distributed run,
+//          read from the variables a launcher sets: torchrun / sgrun, Slurm, or Open MPI.
+#include <functional>
+#include <optional>
+#include <string>
+
+namespace sg::dist {
+
+struct LaunchEnvironment {
+  int rank = 0;
+  int world_size = 1;
+  int local_rank = 0;
+  int local_world_size = 1;
+  std::string master_addr = "127.0.0.1";
+  int master_port = 29500;
+  std::string source;  // which launcher's variables were read: "torchrun", "slurm", "openmpi"
+};
+
+// Reads the first complete set of variables found, in this order:
+//   torchrun / sgrun: RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT
+//   Slurm:            SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID, SLURM_NTASKS_PER_NODE
+//   Open MPI:         OMPI_COMM_WORLD_RANK, _SIZE, _LOCAL_RANK, _LOCAL_SIZE
+// MASTER_ADDR / MASTER_PORT are read in every case (Slurm and MPI do not set them; the defaults
+// are 127.0.0.1:29500). Returns nullopt when none of the rank variables is set; throws, listing
+// what is expected, when a set is incomplete or a value is not a number. `lookup` defaults to
+// getenv (tests pass a map).
+using EnvLookup = std::function<std::optional<std::string>(const std::string& name)>;
+std::optional<LaunchEnvironment> launch_environment(const EnvLookup& lookup = {});
+
+}  // namespace sg::dist

@@ -1,0 +1,467 @@
+#include "dist/process_group_gloo.h"
+
+#include <arpa/inet.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <sstream>
+
+#include <gloo/allgather.h>
+#include <gloo/allreduce.h>
+#include <gloo/barrier.h>
+#include <gloo/broadcast.h>
+#include <gloo/gather.h>
+#include <gloo/reduce.h>
+#include <gloo/rendezvous/context.h>
+#include <gloo/rendezvous/prefix_store.h>
+#include <gloo/scatter.h>
+#include <gloo/transport/tcp/device.h>
+
+#include "core/shape.h"
+#include "dist/tcp_store.h"
+
+namespace sg::dist {
+
+namespace {
+
+enum CollectiveOp { kAllReduce, kBroadcast, kReduce, kAllGather, kGather, kScatter, kBarrier };
+constexpr const char* kOpNames[] = {"all_reduce", "broadcast", "reduce", "all_gather", "gather", "scatter", "barrier"};
+
+using ReduceFunction = std::function<void(void*, const void*, const void*, size_t)>;
+
+// c[i] = a[i] (op) b[i] over n elements. f16/bf16 combine in f32 and round once per step, as a
+// GPU's all-reduce does. On bool, SUM and MAX are "or", PRODUCT and MIN are "and" (PyTorch's).
+template <typename T>
+ReduceFunction reduce_function(ReduceOp op) {
+  const auto elementwise = [](auto combine) -> ReduceFunction {
+    return [combine](void* c, const void* a, const void* b, size_t n) {
+      T* out = static_cast<T*>(c);
+      const T* x = static_cast<const T*>(a);
+      const T* y = static_cast<const T*>(b);
+      for (size_t i = 0; i < n; ++i) out[i] = combine(x[i], y[i]);
+    };
+  };
+  if constexpr (std::is_same_v<T, bool>) {
+    if (op == ReduceOp::SUM || op == ReduceOp::MAX) return elementwise([](bool x, bool y) { return x || y; });
+    return elementwise([](bool x, bool y) { return x && y; });
+  } else {
+    using Math = std::conditional_t<std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>, float, T>;
+    switch (op) {
+      case ReduceOp::SUM:
+      case ReduceOp::AVG:
+        return elementwise([](T x, T y) { return T(static_cast<Math>(x) + static_cast<Math>(y)); });
+      case ReduceOp::PRODUCT:
+        return elementwise([](T x, T y) { return T(static_cast<Math>(x) * static_cast<Math>(y)); });
+      case ReduceOp::MIN:
+        return elementwise([](T x, T y) { return static_cast<Math>(y) < static_cast<Math>(x) ? y : x; });
+      case ReduceOp::MAX:
+        return elementwise([](T x, T y) { return static_cast<Math>(y) > static_cast<Math>(x) ? y : x; });
+    }
+    return nullptr;
+  }
+}
+
+// AVG = SUM / size; integers divide with truncation.
+template <typename T>
+void divide_in_place(T* data, int64_t n, int divisor) {
+  using Math = std::conditional_t<std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>, float, T>;
+  for (int64_t i = 0; i < n; ++i) data[i] = T(static_cast<Math>(data[i]) / static_cast<Math>(divisor));
+}
+
+uint8_t* bytes_of(const Tensor& t) { return static_cast<uint8_t*>(t.raw_data()); }
+size_t nbytes_of(const Tensor& t) { return static_cast<size_t>(t.numel()) * t.element_size(); }
+
+void check_tensor(const Tensor& t, const char* op, const char* what) {
+  SG_CHECK(t.defined(), "ProcessGroupGloo::", op, ": ", what, " is undefined");
+  SG_CHECK(t.device() == Device::cpu(), "ProcessGroupGloo::", op, ": ", what, " is on ", t.device(),
+           "; Gloo works on CPU tensors (the NCCL group takes CUDA ones)");
+  SG_CHECK(t.is_contiguous(), "ProcessGroupGloo::", op, ": ", what, " of shape ", shape_str(t.sizes()),
+           " must be contiguous (call .contiguous() and copy the result back)");
+}
+
+void check_same_layout(const Tensor& t, const Tensor& like, const char* op, const char* what) {
+  check_tensor(t, op, what);
+  SG_CHECK(t.sizes() == like.sizes() && t.dtype() == like.dtype(), "ProcessGroupGloo::", op, ": ", what, " is ",
+           t.dtype(), shape_str(t.sizes()), " but must match ", like.dtype(), shape_str(like.sizes()));
+}
+
+// Gloo binds each rank's pair sockets to one address the others can reach: loopback when the
+// whole job is on this machine, else this machine's name (GLOO_SOCKET_IFNAME picks an interface).
+std::shared_ptr<gloo::transport::Device> make_device(const std::string& master_addr) {
+  gloo::transport::tcp::attr attr;
+  if (const char* iface = std::getenv("GLOO_SOCKET_IFNAME")) {
+    attr.iface = iface;
+  } else if (master_addr == "localhost" || master_addr.rfind("127.", 0) == 0 || master_addr == "::1") {
+    attr.hostname = "127.0.0.1";
+  } else {
+    char name[256] = {};
+    ::gethostname(name, sizeof name - 1);
+    attr.hostname = name;
+  }
+  return gloo::transport::tcp::CreateDevice(attr);
+}
+
+}  // namespace
+
+std::string ProcessGroupGloo::Description::str(int64_t sequence) const {
+  std::ostringstream out;
+  out << kOpNames[op];
+  if (reduce_op >= 0) out << "(" << reduce_op_name(static_cast<ReduceOp>(reduce_op)) << ")";
+  if (root >= 0) out << "(root " << root << ")";
+  out << " #" << sequence;
+  if (dtype >= 0) {
+    const DType type = static_cast<DType>(dtype);
+    out << " on " << type << shape_str(shape) << " (" << numel_of(shape) * static_cast<int64_t>(itemsize(type))
+        << " bytes)";
+  }
+  return out.str();
+}
+
+class ProcessGroupGloo::GlooWork final : public Work {
+public:
+  void wait() override {
+    std::unique_lock<std::mutex> lock(mutex_);
+    done_changed_.wait(lock, [&] { return done_; });
+    if (error_) std::rethrow_exception(error_);
+  }
+  bool is_completed() const override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return done_;
+  }
+  Timing timing() const override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return timing_;
+  }
+  void finish(std::exception_ptr error, Timing timing) {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      done_ = true;
+      error_ = std::move(error);
+      timing_ = timing;
+    }
+    done_changed_.notify_all();
+  }
+
+private:
+  mutable std::mutex mutex_;
+  std::condition_variable done_changed_;
+  bool done_ = false;
+  std::exception_ptr error_;
+  Timing timing_;
+};
+
+ProcessGroupGloo::ProcessGroupGloo(std::shared_ptr<TcpStore> store, int rank, int size,
+                                   std::chrono::milliseconds timeout, bool debug)
+    : ProcessGroup(rank, size), store_(std::move(store)), timeout_(timeout), debug_(debug) {
+  auto context = std::make_shared<gloo::rendezvous::Context>(rank, size);
+  // Before connecting: Gloo's pairs keep the timeout they were connected with (BUILD-NOTES.md).
+  context->setTimeout(timeout);
+  gloo::rendezvous::PrefixStore prefixed("gloo", *store_);
+  auto device = make_device(store_->address().substr(0, store_->address().rfind(':')));
+  try {
+    context->connectFullMesh(prefixed, device);
+  } catch (const std::exception& e) {
+    SG_CHECK(false, "ProcessGroupGloo (rank ", rank, " of ", size, "): connecting to the other ranks failed: ", e.what());
+  }
+  context_ = context;
+  communication_thread_ = std::thread([this] { communication_loop(); });
+}
+
+ProcessGroupGloo::~ProcessGroupGloo() {
+  {
+    std::lock_guard<std::mutex> lock(queue_mutex_);
+    stopping_ = true;
+  }
+  queue_changed_.notify_all();
+  communication_thread_.join();  // runs what was queued first: a collective once issued completes or fails
+}
+
+void ProcessGroupGloo::set_timeout(std::chrono::milliseconds timeout) {
+  std::lock_guard<std::mutex> lock(queue_mutex_);
+  timeout_ = timeout;
+}
+
+WorkPtr ProcessGroupGloo::enqueue(Description description, std::function<void(uint32_t tag)> run) {
+  auto work = std::make_shared<GlooWork>();
+  {
+    std::lock_guard<std::mutex> lock(queue_mutex_);
+    queue_.push_back({work, next_sequence_++, std::move(description), std::move(run)});
+  }
+  queue_changed_.notify_one();
+  return work;
+}
+
+void ProcessGroupGloo::communication_loop() {
+  for (;;) {
+    Job job;
+    {
+      std::unique_lock<std::mutex> lock(queue_mutex_);
+      queue_changed_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
+      if (queue_.empty()) return;  // stopping, and nothing left to run
+      job = std::move(queue_.front());
+      queue_.pop_front();
+    }
+    run_one(*job.work, job.sequence, job.description, job.run);
+  }
+}
+
+void ProcessGroupGloo::run_one(GlooWork& work, int64_t sequence, const Description& description,
+                               const std::function<void(uint32_t tag)>& run) {
+  Work::Timing timing;
+  timing.started = std::chrono::steady_clock::now();
+  std::exception_ptr error;
+  try {
+    SG_CHECK(broken_.empty(), "ProcessGroupGloo (rank ", rank(), " of ", size(), "): ", description.str(sequence),
+             " cannot run: the group failed earlier and is unusable:\n  ", broken_);
+    try {
+      // "rank r started #n", read back by diagnose_failure on the other ranks.
+      const std::string started = std::to_string(sequence);
+      store_->set("started/" + std::to_string(rank()), std::vector<char>(started.begin(), started.end()));
+      if (debug_) check_fingerprints(sequence, description);
+      run(tag_of(sequence));
+    } catch (const sg::Error&) {
+      throw;  // ours (e.g. the fingerprint mismatch) already says everything
+    } catch (const std::exception& e) {
+      broken_ = "rank " + std::to_string(rank()) + ": " + description.str(sequence) + " failed: " + e.what();
+      SG_CHECK(false, "ProcessGroupGloo (rank ", rank(), " of ", size(), "): ", description.str(sequence),
+               " failed: ", e.what(), "\n  ", diagnose_failure(sequence));
+    }
+  } catch (...) {
+    error = std::current_exception();
+  }
+  timing.finished = std::chrono::steady_clock::now();
+  work.finish(error, timing);
+}
+
+// After a failure: which ranks never started this collective (they are late, hung, or took a
+// different path), and which are alive to say so. Each surviving rank leaves a "failed" mark;
+// a rank that leaves none within a second has probably exited or crashed.
+std::string ProcessGroupGloo::diagnose_failure(int64_t sequence) {
+  try {
+    const std::string mark = std::to_string(sequence);
+    store_->set("failed/" + mark + "/" + std::to_string(rank()), {'1'});
+    std::ostringstream report;
+    std::vector<int> behind, silent;
+    for (int r = 0; r < size(); ++r) {
+      if (r == rank()) continue;
+      const std::string started_key = "started/" + std::to_string(r);
+      int64_t started = -1;
+      if (store_->check({started_key})) {
+        const auto value = store_->get(started_key);
+        started = std::stoll(std::string(value.begin(), value.end()));
+      }
+      if (started < sequence) behind.push_back(r);
+      try {
+        store_->wait({"failed/" + mark + "/" + std::to_string(r)}, std::chrono::milliseconds(1000));
+      } catch (const sg::Error&) {
+        silent.push_back(r);
+      }
+    }
+    const auto list = [](const std::vector<int>& ranks) {
+      std::ostringstream out;
+      for (size_t i = 0; i < ranks.size(); ++i) out << (i ? ", " : "") << ranks[i];
+      return out.str();
+    };
+    if (!behind.empty()) report << "rank(s) " << list(behind) << " never reached collective #" << sequence << ". ";
+    if (!silent.empty())
+      report << "rank(s) " << list(silent) << " did not report back after the failure: probably exited or crashed.";
+    if (behind.empty() && silent.empty())
+      report << "every rank reached collective #" << sequence << " and is alive: check that all ranks issue the same "
+             << "collectives with the same shapes (SG_DIST_DEBUG=1 checks it).";
+    return report.str();
+  } catch (const std::exception& e) {
+    return std::string("could not ask the store which ranks arrived (") + e.what() +
+           "); rank 0, which hosts it, has probably exited or crashed.";
+  }
+}
+
+// SG_DIST_DEBUG: every rank all-gathers a fixed-size record of the collective it is about to
+// run; if the records differ, every rank throws the same message.
+void ProcessGroupGloo::check_fingerprints(int64_t sequence, const Description& description) {
+  constexpr int kMaxDims = 8, kFields = 6 + kMaxDims;
+  std::vector<int64_t> mine(kFields, -1);
+  mine[0] = sequence;
+  mine[1] = description.op;
+  mine[2] = description.reduce_op;
+  mine[3] = description.dtype;
+  mine[4] = description.root;
+  mine[5] = static_cast<int64_t>(description.shape.size());
+  for (size_t d = 0; d < description.shape.size() && d < kMaxDims; ++d) mine[6 + d] = description.shape[d];
+  std::vector<int64_t> all(static_cast<size_t>(kFields * size()));
+  gloo::AllgatherOptions options(context_);
+  options.setInput(mine.data(), mine.size());
+  options.setOutput(all.data(), all.size());
+  options.setTag(tag_of(sequence) ^ 0x80000000u);  // apart from the collective's own tag
+  options.setTimeout(timeout_);
+  gloo::allgather(options);
+
+  const auto describe = [&](int r) {
+    const int64_t* f = all.data() + r * kFields;
+    Description d{static_cast<int>(f[1]), static_cast<int>(f[2]), static_cast<int>(f[3]), static_cast<int>(f[4]), {}};
+    for (int64_t i = 0; i < std::min<int64_t>(f[5], kMaxDims); ++i) d.shape.push_back(f[6 + i]);
+    return d.str(f[0]);
+  };
+  for (int r = 1; r < size(); ++r)
+    SG_CHECK(std::equal(all.begin(), all.begin() + kFields, all.begin() + r * kFields),
+             "SG_DIST_DEBUG: the ranks disagree on collective #", sequence, ": rank 0 called ", describe(0),
+             " but rank ", r, " called ", describe(r),
+             ". Every rank must issue the same collectives in the same order with the same shapes.");
+}
+
+WorkPtr ProcessGroupGloo::all_reduce(Tensor& tensor, ReduceOp op) {
+  check_tensor(tensor, "all_reduce", "tensor");
+  SG_CHECK(!(op == ReduceOp::AVG && tensor.dtype() == DType::boolean),
+           "ProcessGroupGloo::all_reduce: AVG is not defined for bool tensors");
+  Tensor t = tensor;
+  const std::chrono::milliseconds timeout = timeout_;
+  const int world = size();
+  Description description{kAllReduce, static_cast<int>(op), static_cast<int>(t.dtype()), -1, t.sizes()};
+  return enqueue(description, [this, t, op, timeout, world](uint32_t tag) {
+    if (t.numel() == 0) return;
+    SG_DISPATCH_ALL(t.dtype(), "all_reduce", [&]<typename T>() {
+      gloo::AllreduceOptions options(context_);
+      options.setOutput(static_cast<T*>(t.raw_data()), static_cast<size_t>(t.numel()));
+      options.setReduceFunction(reduce_function<T>(op));
+      options.setTag(tag);
+      options.setTimeout(timeout);
+      gloo::allreduce(options);
+      if constexpr (!std::is_same_v<T, bool>)
+        if (op == ReduceOp::AVG) divide_in_place(static_cast<T*>(t.raw_data()), t.numel(), world);
+    });
+  });
+}
+
+WorkPtr ProcessGroupGloo::broadcast(Tensor& tensor, int root) {
+  check_tensor(tensor, "broadcast", "tensor");
+  SG_CHECK(root >= 0 && root < size(), "ProcessGroupGloo::broadcast: root ", root, " is not a rank of this group of ", size());
+  Tensor t = tensor;
+  const std::chrono::milliseconds timeout = timeout_;
+  return enqueue({kBroadcast, -1, static_cast<int>(t.dtype()), root, t.sizes()},
+                 [this, t, root, timeout](uint32_t tag) {
+                   if (t.numel() == 0) return;
+                   gloo::BroadcastOptions options(context_);
+                   options.setOutput(bytes_of(t), nbytes_of(t));
+                   options.setRoot(root);
+                   options.setTag(tag);
+                   options.setTimeout(timeout);
+                   gloo::broadcast(options);
+                 });
+}
+
+WorkPtr ProcessGroupGloo::reduce(Tensor& tensor, int root, ReduceOp op) {
+  check_tensor(tensor, "reduce", "tensor");
+  SG_CHECK(root >= 0 && root < size(), "ProcessGroupGloo::reduce: root ", root, " is not a rank of this group of ", size());
+  SG_CHECK(!(op == ReduceOp::AVG && tensor.dtype() == DType::boolean),
+           "ProcessGroupGloo::reduce: AVG is not defined for bool tensors");
+  Tensor t = tensor;
+  const std::chrono::milliseconds timeout = timeout_;
+  const int world = size();
+  return enqueue({kReduce, static_cast<int>(op), static_cast<int>(t.dtype()), root, t.sizes()},
+                 [this, t, root, op, timeout, world](uint32_t tag) {
+                   if (t.numel() == 0) return;
+                   SG_DISPATCH_ALL(t.dtype(), "reduce", [&]<typename T>() {
+                     gloo::ReduceOptions options(context_);
+                     options.setOutput(static_cast<T*>(t.raw_data()), static_cast<size_t>(t.numel()));
+                     options.setRoot(root);
+                     options.setReduceFunction(reduce_function<T>(op));
+                     options.setTag(tag);
+                     options.setTimeout(timeout);
+                     gloo::reduce(options);
+                     if constexpr (!std::is_same_v<T, bool>)
+                       if (op == ReduceOp::AVG && rank() == root)
+                         divide_in_place(static_cast<T*>(t.raw_data()), t.numel(), world);
+                   });
+                 });
+}
+
+WorkPtr ProcessGroupGloo::all_gather(std::vector<Tensor>& outputs, const Tensor& input) {
+  check_tensor(input, "all_gather", "input");
+  SG_CHECK(static_cast<int>(outputs.size()) == size(), "ProcessGroupGloo::all_gather: expected ", size(),
+           " output tensors (one per rank), got ", outputs.size());
+  for (const Tensor& out : outputs) check_same_layout(out, input, "all_gather", "an output");
+  const Tensor in = input;
+  const std::vector<Tensor> outs = outputs;
+  const std::chrono::milliseconds timeout = timeout_;
+  return enqueue({kAllGather, -1, static_cast<int>(in.dtype()), -1, in.sizes()},
+                 [this, in, outs, timeout](uint32_t tag) {
+                   const size_t bytes = nbytes_of(in);
+                   if (bytes == 0) return;
+                   // Gloo gathers into one buffer of size() slots; the outputs may live anywhere.
+                   std::vector<uint8_t> gathered(bytes * outs.size());
+                   gloo::AllgatherOptions options(context_);
+                   options.setInput(bytes_of(in), bytes);
+                   options.setOutput(gathered.data(), gathered.size());
+                   options.setTag(tag);
+                   options.setTimeout(timeout);
+                   gloo::allgather(options);
+                   for (size_t r = 0; r < outs.size(); ++r) std::memcpy(bytes_of(outs[r]), gathered.data() + r * bytes, bytes);
+                 });
+}
+
+WorkPtr ProcessGroupGloo::gather(std::vector<Tensor>& outputs, const Tensor& input, int root) {
+  check_tensor(input, "gather", "input");
+  SG_CHECK(root >= 0 && root < size(), "ProcessGroupGloo::gather: root ", root, " is not a rank of this group of ", size());
+  if (rank() == root) {
+    SG_CHECK(static_cast<int>(outputs.size()) == size(), "ProcessGroupGloo::gather: expected ", size(),
+             " output tensors on the root (one per rank), got ", outputs.size());
+    for (const Tensor& out : outputs) check_same_layout(out, input, "gather", "an output");
+  }
+  const Tensor in = input;
+  const std::vector<Tensor> outs = rank() == root ? outputs : std::vector<Tensor>{};
+  const std::chrono::milliseconds timeout = timeout_;
+  return enqueue({kGather, -1, static_cast<int>(in.dtype()), root, in.sizes()},
+                 [this, in, outs, root, timeout](uint32_t tag) {
+                   const size_t bytes = nbytes_of(in);
+                   if (bytes == 0) return;
+                   std::vector<uint8_t> gathered(rank() == root ? bytes * static_cast<size_t>(size()) : 0);
+                   gloo::GatherOptions options(context_);
+                   options.setInput(bytes_of(in), bytes);
+                   if (rank() == root) options.setOutput(gathered.data(), gathered.size());
+                   options.setRoot(root);
+                   options.setTag(tag);
+                   options.setTimeout(timeout);
+                   gloo::gather(options);
+                   for (size_t r = 0; r < outs.size(); ++r) std::memcpy(bytes_of(outs[r]), gathered.data() + r * bytes, bytes);
+                 });
+}
+
+WorkPtr ProcessGroupGloo::scatter(Tensor& output, const std::vector<Tensor>& inputs, int root) {
+  check_tensor(output, "scatter", "output");
+  SG_CHECK(root >= 0 && root < size(), "ProcessGroupGloo::scatter: root ", root, " is not a rank of this group of ", size());
+  if (rank() == root) {
+    SG_CHECK(static_cast<int>(inputs.size()) == size(), "ProcessGroupGloo::scatter: expected ", size(),
+             " input tensors on the root (one per rank), got ", inputs.size());
+    for (const Tensor& in : inputs) check_same_layout(in, output, "scatter", "an input");
+  }
+  const Tensor out = output;
+  const std::vector<Tensor> ins = rank() == root ? inputs : std::vector<Tensor>{};
+  const std::chrono::milliseconds timeout = timeout_;
+  return enqueue({kScatter, -1, static_cast<int>(out.dtype()), root, out.sizes()},
+                 [this, out, ins, root, timeout](uint32_t tag) {
+                   const size_t bytes = nbytes_of(out);
+                   if (bytes == 0) return;
+                   gloo::ScatterOptions options(context_);
+                   std::vector<uint8_t*> pointers;
+                   for (const Tensor& in : ins) pointers.push_back(bytes_of(in));
+                   if (rank() == root) options.setInputs(pointers, bytes);
+                   options.setOutput(bytes_of(out), bytes);
+                   options.setRoot(root);
+                   options.setTag(tag);
+                   options.setTimeout(timeout);
+                   gloo::scatter(options);
+                 });
+}
+
+WorkPtr ProcessGroupGloo::barrier() {
+  const std::chrono::milliseconds timeout = timeout_;
+  return enqueue({kBarrier, -1, -1, -1, {}}, [this, timeout](uint32_t tag) {
+    gloo::BarrierOptions options(context_);
+    options.setTag(tag);
+    options.setTimeout(timeout);
+    gloo::barrier(options);
+  });
+}
+
+}  // namespace sg::dist

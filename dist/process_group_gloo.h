@@ -1,0 +1,90 @@
+#pragma once
+// defines: dist::ProcessGroupGloo — the ProcessGroup of CPU tensors, on Gloo's TCP transport.
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "dist/process_group.h"
+
+namespace gloo {
+class Context;
+}
+
+namespace sg::dist {
+
+class TcpStore;
+
+// Note [One communication thread per group]
+// Gloo's collectives block their caller. So that DDP can start a bucket's all-reduce and go on
+// with backward, every collective is queued to one communication thread, which runs them in
+// issue order — the order every rank must agree on. Each collective gets the next sequence
+// number; before running it the thread records "rank r started #n" in the store, so that when
+// a collective fails or times out, the error can say which ranks never got there. With
+// SG_DIST_DEBUG=1 the ranks also exchange a fingerprint of each collective (op, dtype, shape,
+// root, number) first and all fail, showing both sides, when they disagree.
+class ProcessGroupGloo final : public ProcessGroup {
+public:
+  // Connects every pair of ranks through Gloo (rendezvous through `store`), waiting at most
+  // `timeout`; `debug` turns on the fingerprint check (SG_DIST_DEBUG=1 sets it by default).
+  ProcessGroupGloo(std::shared_ptr<TcpStore> store, int rank, int size, std::chrono::milliseconds timeout,
+                   bool debug);
+  ~ProcessGroupGloo() override;
+
+  std::string backend_name() const override { return "gloo"; }
+  WorkPtr all_reduce(Tensor& tensor, ReduceOp op = ReduceOp::SUM) override;
+  WorkPtr broadcast(Tensor& tensor, int root = 0) override;
+  WorkPtr reduce(Tensor& tensor, int root = 0, ReduceOp op = ReduceOp::SUM) override;
+  WorkPtr all_gather(std::vector<Tensor>& outputs, const Tensor& input) override;
+  WorkPtr gather(std::vector<Tensor>& outputs, const Tensor& input, int root = 0) override;
+  WorkPtr scatter(Tensor& output, const std::vector<Tensor>& inputs, int root = 0) override;
+  WorkPtr barrier() override;
+  void set_timeout(std::chrono::milliseconds timeout) override;
+
+  // What a collective is, for fingerprints and error messages.
+  struct Description {
+    int op = 0;         // index into the op names
+    int reduce_op = -1;
+    int dtype = -1;
+    int root = -1;
+    Shape shape;
+    std::string str(int64_t sequence) const;  // "all_reduce(SUM) #3 on f32[10]"
+  };
+
+private:
+  class GlooWork;
+  // Queues `run` as collective number next_sequence_++ and returns its Work; `run` gets the Gloo
+  // tag to use (unique among the collectives in flight).
+  WorkPtr enqueue(Description description, std::function<void(uint32_t tag)> run);
+  void communication_loop();
+  void run_one(GlooWork& work, int64_t sequence, const Description& description,
+               const std::function<void(uint32_t tag)>& run);
+  void check_fingerprints(int64_t sequence, const Description& description);
+  std::string diagnose_failure(int64_t sequence);
+  static uint32_t tag_of(int64_t sequence) { return static_cast<uint32_t>(sequence & 0x7fffffff); }
+
+  std::shared_ptr<TcpStore> store_;
+  std::shared_ptr<gloo::Context> context_;
+  std::chrono::milliseconds timeout_;
+  bool debug_;
+  int64_t next_sequence_ = 0;  // issued on the caller's thread
+
+  struct Job {
+    std::shared_ptr<GlooWork> work;
+    int64_t sequence;
+    Description description;
+    std::function<void(uint32_t tag)> run;
+  };
+  std::mutex queue_mutex_;
+  std::condition_variable queue_changed_;
+  std::deque<Job> queue_;
+  bool stopping_ = false;
+  std::string broken_;  // the first failure; the Gloo context is unusable after it
+  std::thread communication_thread_;
+};
+
+}  // namespace sg::dist

@@ -1,0 +1,47 @@
+#pragma once
+// defines: run_ranks (starts one process per rank of a distributed test and collects their exit
+//          codes and output), TempDir, read_text — what the multi-process tests share.
+//
+// Workers are separate executables started with posix_spawn: a child fork()ed after OpenMP was
+// used would hang at its first parallel region (BUILD-NOTES.md).
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace sg::test {
+
+struct RankResults {
+  std::vector<int> exit_codes;       // 128 + signal for a signal; -1 for a rank killed at the time limit
+  std::vector<std::string> outputs;  // stdout and stderr together
+  bool timed_out = false;
+
+  bool all_succeeded() const;
+  int exit_code(int rank) const { return exit_codes.at(static_cast<size_t>(rank)); }
+  const std::string& output(int rank) const { return outputs.at(static_cast<size_t>(rank)); }
+  std::string summary() const;  // every rank's exit code and output, for failure messages
+};
+
+// Runs `program args...` as ranks 0 .. world - 1 with RANK, WORLD_SIZE, LOCAL_RANK,
+// LOCAL_WORLD_SIZE, MASTER_ADDR=127.0.0.1, a free MASTER_PORT and SG_DIST_TIMEOUT=20 (so a hang
+// fails within the test) set, plus `env` (which may override them). Kills every rank still
+// running after `time_limit_seconds`.
+RankResults run_ranks(const std::string& program, int world, const std::vector<std::string>& args,
+                      const std::vector<std::pair<std::string, std::string>>& env = {},
+                      double time_limit_seconds = 60);
+
+// A fresh directory under the system's temporary directory, removed with its contents at scope exit.
+class TempDir {
+public:
+  TempDir();
+  ~TempDir();
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  const std::string& path() const { return path_; }
+
+private:
+  std::string path_;
+};
+
+std::string read_text(const std::string& path);
+
+}  // namespace sg::test

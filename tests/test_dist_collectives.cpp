@@ -1,0 +1,57 @@
+// The Gloo process group across real processes on loopback: every collective, op and dtype on
+// 2 and 3 ranks (tests/dist_worker_collectives.cpp checks the values), and the failures a user
+// meets: a rank that dies, one that never comes, ranks that disagree on the collective.
+#include "dist_harness.h"
+#include "helpers.h"
+
+using namespace sg;
+
+namespace {
+bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+}  // namespace
+
+TEST_CASE("every collective, reduce op, dtype and size gives the right values on 2 and 3 ranks") {
+  for (int world : {2, 3}) {
+    CAPTURE(world);
+    const auto result = test::run_ranks(SG_DIST_WORKER_COLLECTIVES, world, {"all"});
+    INFO(result.summary());
+    CHECK(result.all_succeeded());
+  }
+}
+
+TEST_CASE("a rank that exits mid-run makes the others fail promptly, naming it") {
+  const auto start = std::chrono::steady_clock::now();
+  const auto result = test::run_ranks(SG_DIST_WORKER_COLLECTIVES, 2, {"dies"});
+  INFO(result.summary());
+  CHECK(result.exit_code(1) == 9);
+  CHECK(result.exit_code(0) == 3);
+  CHECK(contains(result.output(0), "all_reduce(SUM) #1 on f32[10] (40 bytes) failed"));
+  CHECK(contains(result.output(0), "rank(s) 1 did not report back after the failure"));
+  CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(15));
+}
+
+TEST_CASE("a rank that never reaches a collective: the others time out naming it and the collective") {
+  const auto result = test::run_ranks(SG_DIST_WORKER_COLLECTIVES, 2, {"late"}, {{"SG_DIST_TIMEOUT", "1"}});
+  INFO(result.summary());
+  CHECK(result.exit_code(0) == 3);
+  CHECK(contains(result.output(0), "all_reduce(SUM) #0 on f32[10]"));
+  CHECK(contains(result.output(0), "rank(s) 1 never reached collective #0"));
+}
+
+TEST_CASE("a rank that never joins: init_process_group fails naming it") {
+  const auto result = test::run_ranks(SG_DIST_WORKER_COLLECTIVES, 2, {"never_joins"}, {{"SG_DIST_TIMEOUT", "1"}});
+  INFO(result.summary());
+  CHECK(result.exit_code(0) == 3);
+  CHECK(contains(result.output(0), "rank(s) 1 did not join within"));
+  CHECK(result.exit_code(1) == 3);  // and the late rank finds nobody at the store
+}
+
+TEST_CASE("SG_DIST_DEBUG: ranks calling different collectives all fail, showing both sides") {
+  const auto result = test::run_ranks(SG_DIST_WORKER_COLLECTIVES, 2, {"mismatch"}, {{"SG_DIST_DEBUG", "1"}});
+  INFO(result.summary());
+  for (int rank = 0; rank < 2; ++rank) {
+    CHECK(result.exit_code(rank) == 3);
+    CHECK(contains(result.output(rank), "rank 0 called all_reduce(SUM) #0 on f32[10] (40 bytes) but rank 1 called "
+                                        "broadcast(root 0) #0 on f32[4] (16 bytes)"));
+  }
+}
