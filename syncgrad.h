@@ -20,6 +20,10 @@
 #include "data/idx.h"                // defines: read_idx
 #include "data/sampler.h"            // defines: SequentialSampler, RandomSampler, BatchSampler
 #include "data/transforms.h"         // defines: ToFloat, Normalize, Compose
+#include "dist/accelerator.h"        // defines: dist::Accelerator
+#include "dist/ddp.h"                // defines: dist::DistributedDataParallel, DDPOptions
+#include "dist/dist.h"               // defines: dist::init_process_group, get_rank, all_reduce, ...
+#include "dist/sync_batchnorm.h"     // defines: dist::convert_sync_batchnorm
 #include "nn/activation.h"           // defines: nn::ReLU, nn::GELU, nn::Tanh, nn::Sigmoid
 #include "nn/basic.h"                // defines: nn::Flatten, nn::Identity
 #include "nn/batchnorm.h"            // defines: nn::BatchNorm1d, nn::BatchNorm2d

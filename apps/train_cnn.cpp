@@ -1,5 +1,6 @@
-// train_cnn: trains the Fashion-MNIST CNN (or BasicNet) on one process and reports the test
-// accuracy after every epoch. `train_cnn --help` lists the flags.
+// train_cnn: trains the Fashion-MNIST CNN (or BasicNet) and reports the test accuracy after
+// every epoch. The same program runs on one process or, under `sgrun --nproc-per-node N`, data-
+// parallel on N (dist::Accelerator does the difference). `train_cnn --help` lists the flags.
 #include <CLI/CLI.hpp>
 
 #include <cstdio>
@@ -11,6 +12,7 @@
 #include "data/fashion_mnist.h"
 #include "data/metrics_log.h"
 #include "data/progress_bar.h"
+#include "dist/accelerator.h"
 #include "models/cnn.h"
 #include "nn/functional.h"
 #include "optim/adam.h"
@@ -34,8 +36,11 @@ struct Config {
   int workers = 0;
   std::string save;
   std::string resume;
+  std::string snapshot;
   std::string log;
   int64_t train_subset = 0;  // 0: the whole training set
+  bool sync_bn = false;
+  std::string ddp_trace;
 };
 
 std::unique_ptr<sg::optim::Optimizer> make_optimizer(const Config& config, const sg::TensorList& params) {
@@ -50,28 +55,40 @@ sg::Tensor loss_of(const Config& config, const sg::Tensor& output, const sg::Ten
                                     : sg::nn::functional::cross_entropy(output, target);
 }
 
+std::string format_fixed(double value, int decimals) {
+  char text[64];
+  std::snprintf(text, sizeof text, "%.*f", decimals, value);
+  return text;
+}
+
 struct Evaluation {
   double loss = 0;
   double accuracy = 0;
 };
 
-Evaluation evaluate(const Config& config, sg::nn::Module& model, sg::data::DataLoader& loader) {
+// Every rank evaluates its share of the test set; the per-image results are gathered without
+// the images the sampler repeated to pad the shares, so the figures are over exactly the test set.
+Evaluation evaluate(const Config& config, sg::dist::Accelerator& accelerator, sg::nn::Module& model,
+                    sg::data::DataLoader& loader) {
   sg::NoGradGuard no_grad;
   model.eval();
-  double total_loss = 0;
-  int64_t correct = 0, seen = 0;
+  sg::TensorList losses, correct;
   for (const sg::data::Batch& batch : loader) {
     const sg::Tensor output = model(batch.input);
-    const int64_t n = batch.target.size(0);
-    total_loss += loss_of(config, output, batch.target).item() * static_cast<double>(n);
-    correct += sg::eq(sg::argmax(output, 1), batch.target).sum().item<int64_t>();
-    seen += n;
+    losses.push_back(config.model == "basicnet"
+                         ? sg::nn::functional::nll_loss(output, batch.target, {.reduction = sg::Reduction::none})
+                         : sg::nn::functional::cross_entropy(output, batch.target, {.reduction = sg::Reduction::none}));
+    correct.push_back(sg::eq(sg::argmax(output, 1), batch.target).to(sg::DType::f32));
   }
   model.train();
-  return {total_loss / static_cast<double>(seen), 100.0 * static_cast<double>(correct) / static_cast<double>(seen)};
+  const int64_t test_size = loader.dataset().size();
+  const sg::Tensor all_losses = accelerator.gather_for_metrics(sg::cat(losses), test_size);
+  const sg::Tensor all_correct = accelerator.gather_for_metrics(sg::cat(correct), test_size);
+  return {all_losses.mean().item(), 100.0 * all_correct.mean().item()};
 }
 
 int run(const Config& config) {
+  sg::dist::Accelerator accelerator({.ddp = {.trace_path = config.ddp_trace}, .sync_batchnorm = config.sync_bn});
   sg::set_num_threads(config.threads);
   sg::manual_seed(config.seed);
   const sg::data::Transform normalize =
@@ -84,59 +101,64 @@ int run(const Config& config) {
     train_set = std::make_shared<sg::data::Subset>(train_set, indices);
   }
   auto test_set = std::make_shared<sg::data::FashionMNIST>(config.data_dir, false, normalize);
-  sg::data::DataLoader train_loader(train_set, {.batch_size = config.batch_size, .shuffle = true,
-                                                .num_workers = config.workers, .seed = config.seed});
-  sg::data::DataLoader test_loader(test_set, {.batch_size = 1000, .num_workers = config.workers});
+  // --batch-size is per process: N processes train on N * batch-size images per step.
+  sg::data::DataLoader train_loader = accelerator.prepare(
+      train_set, {.batch_size = config.batch_size, .shuffle = true, .num_workers = config.workers, .seed = config.seed});
+  sg::data::DataLoader test_loader = accelerator.prepare(test_set, {.batch_size = 1000, .num_workers = config.workers});
 
-  std::shared_ptr<sg::nn::Module> model = sg::models::make_fashion_mnist_model(config.model);
+  std::shared_ptr<sg::nn::Module> model = accelerator.prepare(sg::models::make_fashion_mnist_model(config.model));
   auto optimizer = make_optimizer(config, model->parameters());
+  accelerator.prepare(*optimizer);
   std::unique_ptr<sg::optim::LRScheduler> scheduler;
-  if (config.scheduler == "cosine")  // stepped once per iteration over the whole run
+  if (config.scheduler == "cosine") {  // stepped once per iteration over the whole run
     scheduler = std::make_unique<sg::optim::CosineAnnealingLR>(*optimizer, config.epochs * train_loader.size());
+    accelerator.prepare(*scheduler);
+  }
 
   int start_epoch = 0;
   int64_t step = 0;
-  if (!config.resume.empty()) {
-    const auto metadata = sg::optim::load_checkpoint(config.resume, *model, optimizer.get());
+  const std::string resume_from =
+      !config.snapshot.empty() && std::filesystem::exists(config.snapshot) ? config.snapshot : config.resume;
+  if (!resume_from.empty()) {
+    const auto metadata = accelerator.load_state(resume_from, *model);
     start_epoch = std::stoi(metadata.at("epoch"));
     step = std::stoll(metadata.at("step"));
-    if (scheduler) scheduler->load_state_dict({step, scheduler->base_lrs()});
-    std::printf("resumed from %s after epoch %d (step %lld)\n", config.resume.c_str(), start_epoch,
-                static_cast<long long>(step));
+    accelerator.print("resumed from ", resume_from, " after epoch ", start_epoch, " (step ", step, ")");
   }
-  std::printf("%s: %lld parameters, %lld training / %lld test images, %d thread(s)\n", config.model.c_str(),
-              static_cast<long long>(sg::models::count_parameters(*model)), static_cast<long long>(train_set->size()),
-              static_cast<long long>(test_set->size()), config.threads);
-  std::fflush(stdout);  // before the progress bar starts writing to stderr
+  accelerator.print(config.model, ": ", sg::models::count_parameters(accelerator.unwrap_model(*model)), " parameters, ",
+                    train_set->size(), " training / ", test_set->size(), " test images, ", accelerator.num_processes(),
+                    " process(es) x ", config.threads, " thread(s), ", config.batch_size, " images per process and step");
 
-  sg::data::MetricsLog log(config.log, {"step", "epoch", "loss", "lr", "accuracy"});
+  sg::data::MetricsLog log(accelerator.is_main_process() ? config.log : "", {"step", "epoch", "loss", "lr", "accuracy"});
+  std::FILE* progress_out = accelerator.is_main_process() ? stderr : nullptr;
   for (int epoch = start_epoch; epoch < config.epochs; ++epoch) {
     train_loader.set_epoch(epoch);
-    sg::data::ProgressBar bar(train_loader.size(), "epoch " + std::to_string(epoch + 1) + "/" + std::to_string(config.epochs), "img");
+    sg::data::ProgressBar bar(train_loader.size(), "epoch " + std::to_string(epoch + 1) + "/" + std::to_string(config.epochs),
+                              "img", progress_out);
     for (const sg::data::Batch& batch : train_loader) {
       optimizer->zero_grad();
       sg::Tensor loss = loss_of(config, (*model)(batch.input), batch.target);
-      loss.backward();
+      accelerator.backward(loss);
       optimizer->step();
       if (scheduler) scheduler->step();
       ++step;
-      const double loss_value = loss.item();
-      bar.update(1, batch.input.size(0), {{"loss", loss_value}});
+      const double loss_value = loss.item();  // this process's batch; the main rank shows its own
+      bar.update(1, batch.input.size(0) * accelerator.num_processes(), {{"loss", loss_value}});
       log.write({{"step", std::to_string(step)}, {"epoch", std::to_string(epoch + 1)},
                  {"loss", std::to_string(loss_value)}, {"lr", std::to_string(optimizer->lr(0))}});
     }
     bar.finish();
     const double train_seconds = bar.elapsed_seconds(), images_per_second = bar.items_per_second();
-    const Evaluation result = evaluate(config, *model, test_loader);
-    std::printf("epoch %d: test loss %.4f, test accuracy %.2f%% (training %.1f s, %.0f img/s)\n", epoch + 1,
-                result.loss, result.accuracy, train_seconds, images_per_second);
-    std::fflush(stdout);
+    const Evaluation result = evaluate(config, accelerator, *model, test_loader);
+    accelerator.print("epoch ", epoch + 1, ": test loss ", format_fixed(result.loss, 4), ", test accuracy ",
+                      format_fixed(result.accuracy, 2), "% (training ", format_fixed(train_seconds, 1), " s, ",
+                      format_fixed(images_per_second, 0), " img/s)");
     log.write({{"step", std::to_string(step)}, {"epoch", std::to_string(epoch + 1)},
                {"loss", std::to_string(result.loss)}, {"accuracy", std::to_string(result.accuracy)}});
-    if (!config.save.empty())
-      sg::optim::save_checkpoint(config.save, *model, optimizer.get(),
-                                 {{"epoch", std::to_string(epoch + 1)}, {"step", std::to_string(step)},
-                                  {"model", config.model}});
+    const sg::optim::Metadata metadata = {{"epoch", std::to_string(epoch + 1)}, {"step", std::to_string(step)},
+                                          {"model", config.model}};
+    if (!config.save.empty()) accelerator.save_state(config.save, *model, metadata);
+    if (!config.snapshot.empty()) accelerator.save_state(config.snapshot, *model, metadata);
   }
   return 0;
 }
@@ -151,7 +173,7 @@ int main(int argc, char** argv) {
   app.add_option("--model", config.model, "cnn (conv-BN-ReLU-pool x2, 2 linear) or basicnet (PyTorch MNIST example)")
       ->check(CLI::IsMember({"cnn", "basicnet"}))->capture_default_str();
   app.add_option("--epochs", config.epochs, "Passes over the training set")->check(CLI::PositiveNumber)->capture_default_str();
-  app.add_option("--batch-size", config.batch_size, "Images per step")->check(CLI::PositiveNumber)->capture_default_str();
+  app.add_option("--batch-size", config.batch_size, "Images per step and process")->check(CLI::PositiveNumber)->capture_default_str();
   app.add_option("--lr", config.lr, "Learning rate")->check(CLI::PositiveNumber)->capture_default_str();
   app.add_option("--optimizer", config.optimizer, "adam, adamw, or sgd (momentum 0.9)")
       ->check(CLI::IsMember({"adam", "adamw", "sgd"}))->capture_default_str();
@@ -163,6 +185,12 @@ int main(int argc, char** argv) {
       ->check(CLI::NonNegativeNumber)->capture_default_str();
   app.add_option("--save", config.save, "Write a checkpoint (safetensors) here after every epoch");
   app.add_option("--resume", config.resume, "Continue from a checkpoint written by --save")->check(CLI::ExistingFile);
+  app.add_option("--snapshot", config.snapshot,
+                 "Save model, optimizer, scheduler, RNG and epoch here after every epoch (atomically) and resume from "
+                 "it when it exists at start: with `sgrun --max-restarts` a killed run finishes");
+  app.add_flag("--sync-bn", config.sync_bn, "Under sgrun: BatchNorm statistics over all processes' batches (SyncBatchNorm)");
+  app.add_option("--ddp-trace", config.ddp_trace,
+                 "Under sgrun: write a Chrome trace (ui.perfetto.dev) of the first backwards and DDP's bucket all-reduces");
   app.add_option("--log", config.log, "CSV of step, epoch, loss, lr, accuracy");
   app.add_option("--train-subset", config.train_subset, "Train on the first N images only (0: all), for quick runs")
       ->check(CLI::NonNegativeNumber)->capture_default_str();

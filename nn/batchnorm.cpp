@@ -56,6 +56,7 @@ Tensor BatchNormBase::forward(const Tensor& input) {
   // Batch statistics in training, and in eval when there are no running ones (the running
   // statistics are undefined then, and batch_norm updates them only when they are defined).
   const bool use_batch_statistics = is_training() || !track_running_stats;
+  if (use_batch_statistics && batch_statistics_forward) return batch_statistics_forward(input, factor);
   return batch_norm(input, weight, bias, running_mean, running_var, use_batch_statistics, factor, eps);
 }
 

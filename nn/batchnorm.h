@@ -1,6 +1,7 @@
 #pragma once
 // defines: nn::BatchNorm1d, nn::BatchNorm2d — batch normalisation with running statistics, as
 //          torch.nn.BatchNorm*d (the op itself: autograd/ops_norm.h).
+#include <functional>
 #include <optional>
 
 #include "nn/module.h"
@@ -30,6 +31,10 @@ public:
   bool affine, track_running_stats;
   Tensor weight, bias;                                          // undefined unless affine
   Tensor running_mean, running_var, num_batches_tracked;        // undefined unless track_running_stats
+  // When set, forwards that normalise with batch statistics call it instead of batch_norm,
+  // with the momentum to apply. dist::convert_sync_batchnorm installs one whose statistics span
+  // every rank (SyncBatchNorm); nn itself knows nothing of processes (dist is a later layer).
+  std::function<Tensor(const Tensor& input, double momentum)> batch_statistics_forward;
 
 protected:
   BatchNormBase(int64_t num_features, double eps, std::optional<double> momentum, bool affine,

@@ -1,0 +1,121 @@
+#include "dist/accelerator.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+
+#include <nlohmann/json.hpp>
+
+#include "core/factory.h"
+#include "core/generator.h"
+#include "data/distributed_sampler.h"
+#include "dist/dist.h"
+#include "dist/sync_batchnorm.h"
+#include "optim/clip_grad.h"
+
+namespace sg::dist {
+
+Accelerator::Accelerator(AcceleratorOptions options) : options_(std::move(options)) {
+  if (!is_initialized() && std::getenv("WORLD_SIZE") != nullptr) {
+    init_process_group();
+    owns_group_ = true;
+  }
+}
+
+Accelerator::~Accelerator() {
+  if (owns_group_ && is_initialized()) destroy_process_group();
+}
+
+int Accelerator::process_index() const { return get_rank(); }
+int Accelerator::local_process_index() const { return get_local_rank(); }
+int Accelerator::num_processes() const { return get_world_size(); }
+
+std::shared_ptr<nn::Module> Accelerator::prepare(std::shared_ptr<nn::Module> model) {
+  if (num_processes() == 1) return model;
+  if (options_.sync_batchnorm) convert_sync_batchnorm(*model);
+  return std::make_shared<DistributedDataParallel>(std::move(model), options_.ddp);
+}
+
+optim::Optimizer& Accelerator::prepare(optim::Optimizer& optimizer) {
+  optimizer_ = &optimizer;
+  return optimizer;
+}
+
+optim::LRScheduler& Accelerator::prepare(optim::LRScheduler& scheduler) {
+  scheduler_ = &scheduler;
+  return scheduler;
+}
+
+data::DataLoader Accelerator::prepare(std::shared_ptr<const data::Dataset> dataset, data::DataLoaderOptions options) {
+  SG_CHECK(options.sampler == nullptr,
+           "Accelerator::prepare(loader): the options already name a sampler; the accelerator supplies the "
+           "DistributedSampler itself (set shuffle and seed instead)");
+  options.sampler = std::make_shared<data::DistributedSampler>(dataset->size(), num_processes(), process_index(),
+                                                               options.shuffle, options.seed);
+  options.shuffle = false;  // the sampler decides the order
+  return data::DataLoader(std::move(dataset), std::move(options));
+}
+
+void Accelerator::backward(const Tensor& loss) { loss.backward(); }
+
+double Accelerator::clip_grad_norm_(const TensorList& params, double max_norm) {
+  return optim::clip_grad_norm_(params, max_norm);
+}
+
+Tensor Accelerator::gather_for_metrics(const Tensor& local, int64_t dataset_size) {
+  if (num_processes() == 1) return local.narrow(0, 0, std::min(dataset_size, local.size(0)));
+  std::vector<Tensor> per_rank;
+  for (int r = 0; r < num_processes(); ++r) per_rank.push_back(empty(local.sizes(), {local.dtype(), local.device()}));
+  Tensor contiguous = local.contiguous();
+  default_group().all_gather(per_rank, contiguous)->wait();
+  return data::drop_padding(per_rank, dataset_size);
+}
+
+void Accelerator::wait_for_everyone() {
+  if (num_processes() > 1) default_group().barrier()->wait();
+}
+
+void Accelerator::print_line(const std::string& line) const {
+  std::printf("%s\n", line.c_str());
+  std::fflush(stdout);
+}
+
+nn::Module& Accelerator::unwrap_model(nn::Module& model) const {
+  if (auto* ddp = dynamic_cast<DistributedDataParallel*>(&model)) return ddp->module();
+  return model;
+}
+
+void Accelerator::save_state(const std::string& path, nn::Module& model, optim::Metadata metadata) {
+  for (const char* reserved : {"scheduler", "rng"})
+    SG_CHECK(metadata.count(reserved) == 0, "Accelerator::save_state: the metadata key '", reserved,
+             "' is reserved for the accelerator's own state");
+  if (scheduler_ != nullptr) {
+    const auto state = scheduler_->state_dict();
+    metadata["scheduler"] = nlohmann::json{{"last_epoch", state.last_epoch}, {"base_lrs", state.base_lrs}}.dump();
+  }
+  const Generator& generator = default_generator();
+  metadata["rng"] = nlohmann::json{{"seed", generator.seed()}, {"offset", generator.offset()}}.dump();
+  // Every rank holds the same state after a step; one writer, and nobody reads before it is done.
+  if (is_main_process()) optim::save_checkpoint(path, unwrap_model(model), optimizer_, metadata);
+  wait_for_everyone();
+}
+
+optim::Metadata Accelerator::load_state(const std::string& path, nn::Module& model) {
+  optim::Metadata metadata = optim::load_checkpoint(path, unwrap_model(model), optimizer_);
+  if (scheduler_ != nullptr) {
+    SG_CHECK(metadata.count("scheduler") == 1, "Accelerator::load_state: ", path,
+             " holds no scheduler state, but a scheduler was prepared");
+    const auto json = nlohmann::json::parse(metadata.at("scheduler"));
+    scheduler_->load_state_dict({json.at("last_epoch").get<int64_t>(), json.at("base_lrs").get<std::vector<double>>()});
+  }
+  if (metadata.count("rng") == 1) {
+    const auto json = nlohmann::json::parse(metadata.at("rng"));
+    default_generator().manual_seed(json.at("seed").get<uint64_t>());
+    default_generator().set_offset(json.at("offset").get<uint64_t>());
+  }
+  metadata.erase("scheduler");
+  metadata.erase("rng");
+  return metadata;
+}
+
+}  // namespace sg::dist

@@ -1,0 +1,100 @@
+#include "dist/ddp.h"
+
+#include <sstream>
+
+#include "autograd/grad_mode.h"
+#include "dist/dist.h"
+#include "dist/exchange.h"
+
+namespace sg::dist {
+
+namespace {
+
+// "name shape dtype" per parameter, one per line: what must agree across ranks.
+std::string describe_parameters(const nn::NamedTensors& params) {
+  std::ostringstream out;
+  for (const auto& [name, p] : params) out << name << " " << shape_str(p.sizes()) << " " << p.dtype() << "\n";
+  return out.str();
+}
+
+std::vector<std::string> lines_of(const std::string& text) {
+  std::vector<std::string> lines;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  return lines;
+}
+
+// Every rank compares every rank's description with rank 0's, so all of them fail together
+// with the same message (a rank that failed alone would leave the others hanging).
+void check_same_parameters_everywhere(ProcessGroup& group, const nn::NamedTensors& params) {
+  const std::vector<std::string> descriptions = all_gather_strings(group, describe_parameters(params));
+  std::ostringstream differences;
+  const std::vector<std::string> reference = lines_of(descriptions[0]);
+  for (size_t r = 1; r < descriptions.size(); ++r) {
+    if (descriptions[r] == descriptions[0]) continue;
+    const std::vector<std::string> theirs = lines_of(descriptions[r]);
+    if (theirs.size() != reference.size())
+      differences << "\n  rank " << r << " has " << theirs.size() << " parameters, rank 0 has " << reference.size();
+    for (size_t i = 0; i < std::min(theirs.size(), reference.size()); ++i)
+      if (theirs[i] != reference[i])
+        differences << "\n  parameter " << i << ": rank 0 has '" << reference[i] << "', rank " << r << " has '"
+                    << theirs[i] << "'";
+  }
+  SG_CHECK(differences.str().empty(),
+           "DistributedDataParallel: the ranks hold different models (every rank must build the same one):",
+           differences.str());
+}
+
+}  // namespace
+
+DistributedDataParallel::DistributedDataParallel(std::shared_ptr<nn::Module> module, DDPOptions options,
+                                                 ProcessGroup* group)
+    : module_(std::move(module)), group_(group ? *group : default_group()), options_(std::move(options)) {
+  SG_CHECK(module_ != nullptr, "DistributedDataParallel: the module is null");
+  SG_CHECK(options_.bucket_cap_mb > 0, "DistributedDataParallel: bucket_cap_mb must be positive, got ",
+           options_.bucket_cap_mb);
+  register_module("module", module_);
+
+  const nn::NamedTensors named = module_->named_parameters();
+  check_same_parameters_everywhere(group_, named);
+  // Same starting point everywhere: rank 0's initial weights and buffers.
+  TensorList state = module_->parameters();
+  for (const Tensor& b : module_->buffers()) state.push_back(b);
+  broadcast_coalesced(group_, state, 0);
+
+  TensorList trainable;
+  std::vector<std::string> names;
+  for (const auto& [name, p] : named)
+    if (p.requires_grad()) {
+      trainable.push_back(p);
+      names.push_back(name);
+    }
+  reducer_ = std::make_shared<Reducer>(trainable, names, group_,
+                                       static_cast<size_t>(options_.bucket_cap_mb * 1024 * 1024),
+                                       options_.find_unused_parameters);
+  reducer_->install_hooks();
+  if (!options_.trace_path.empty()) reducer_->trace_to(options_.trace_path, options_.trace_steps);
+}
+
+Tensor DistributedDataParallel::forward(const Tensor& input) {
+  // Buffers change only in training (BatchNorm statistics), and a rank-0-only evaluation must
+  // not issue a collective the other ranks never join: broadcast them in training forwards only.
+  if (options_.broadcast_buffers && is_training()) broadcast_coalesced(group_, module_->buffers(), 0);
+  const bool will_backward = GradMode::is_enabled();
+  if (will_backward) reducer_->prepare_for_backward(sync_gradients_);
+  Tensor output = module_->forward(input);
+  if (will_backward && output.requires_grad())
+    output.register_hook([weak = std::weak_ptr<Reducer>(reducer_)](const Tensor&) {
+      if (auto reducer = weak.lock()) reducer->mark_backward_start();
+      return Tensor();
+    });
+  return output;
+}
+
+DistributedDataParallel::NoSync::NoSync(DistributedDataParallel& ddp) : ddp_(ddp), previous_(ddp.sync_gradients_) {
+  ddp_.sync_gradients_ = false;
+}
+
+DistributedDataParallel::NoSync::~NoSync() { ddp_.sync_gradients_ = previous_; }
+
+}  // namespace sg::dist

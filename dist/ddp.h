@@ -1,0 +1,72 @@
+#pragma once
+// defines: dist::DistributedDataParallel (DDP), DDPOptions — data-parallel training: every rank
+//          holds a replica of the model, trains on its own shard of each batch, and the
+//          gradients are averaged across ranks during backward, so all replicas take the same
+//          optimizer step. The gradient machinery lives in dist/reducer.h; docs/ddp.md explains it.
+#include <memory>
+#include <string>
+
+#include "dist/process_group.h"
+#include "dist/reducer.h"
+#include "nn/module.h"
+
+namespace sg::dist {
+
+struct DDPOptions {
+  double bucket_cap_mb = 25;            // gradients are all-reduced in buckets of about this size
+  bool find_unused_parameters = false;  // allow parameters that get no gradient in some steps
+  bool broadcast_buffers = true;        // rank 0's buffers (BatchNorm statistics) before each training forward
+  std::string trace_path = {};          // when set, a Chrome trace of the first trace_steps backwards
+  int trace_steps = 3;
+};
+
+// Usage (one process per rank, after dist::init_process_group):
+//
+//   auto model = std::make_shared<dist::DistributedDataParallel>(models::CNN());
+//   Tensor loss = cross_entropy((*model)(images), labels);
+//   loss.backward();   // .grad now holds the average over all ranks
+//   optimizer.step();
+//
+// Construction checks that every rank has the same parameter names, shapes and dtypes and copies
+// rank 0's parameters and buffers to every rank. The wrapped model is the child "module", so
+// parameter names read "module.fc.weight" as in PyTorch; save `module()`'s state_dict to get
+// the plain names.
+class DistributedDataParallel : public nn::Module {
+public:
+  // `group` defaults to the default process group (dist::init_process_group).
+  explicit DistributedDataParallel(std::shared_ptr<nn::Module> module, DDPOptions options = {},
+                                   ProcessGroup* group = nullptr);
+
+  Tensor forward(const Tensor& input) override;
+  std::string type_name() const override { return "DistributedDataParallel"; }
+
+  nn::Module& module() const { return *module_; }
+  const std::shared_ptr<nn::Module>& module_ptr() const { return module_; }
+  const Reducer& reducer() const { return *reducer_; }
+  ProcessGroup& process_group() const { return group_; }
+
+  // While a NoSync is alive, forwards through this DDP prepare backwards that keep gradients
+  // local (they accumulate in .grad); the first backward after it ends averages the sum.
+  // Gradient accumulation over k micro-batches: k-1 steps under no_sync(), then one without.
+  class NoSync {
+  public:
+    explicit NoSync(DistributedDataParallel& ddp);
+    ~NoSync();
+    NoSync(const NoSync&) = delete;
+    NoSync& operator=(const NoSync&) = delete;
+
+  private:
+    DistributedDataParallel& ddp_;
+    bool previous_;
+  };
+  NoSync no_sync() { return NoSync(*this); }
+
+private:
+  std::shared_ptr<nn::Module> module_;
+  ProcessGroup& group_;
+  DDPOptions options_;
+  std::shared_ptr<Reducer> reducer_;
+  bool sync_gradients_ = true;
+};
+
+}  // namespace sg::dist

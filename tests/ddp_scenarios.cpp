@@ -1,0 +1,49 @@
+#include "ddp_scenarios.h"
+
+namespace sg::test::ddp {
+
+std::shared_ptr<nn::Sequential> make_mlp(uint64_t seed) {
+  Generator generator(seed);
+  return std::make_shared<nn::Sequential>(std::initializer_list<std::shared_ptr<nn::Module>>{
+      std::make_shared<nn::Linear>(10, 32, true, &generator), std::make_shared<nn::ReLU>(),
+      std::make_shared<nn::Linear>(32, 32, true, &generator), std::make_shared<nn::Tanh>(),
+      std::make_shared<nn::Linear>(32, 4, true, &generator)});
+}
+
+std::pair<Tensor, Tensor> batch(int step) {
+  Generator generator(1000 + step);
+  Tensor x = randn({kGlobalBatch, 10}, {}, &generator);
+  Tensor y = randn({kGlobalBatch, 4}, {}, &generator);
+  return {x, y};
+}
+
+std::pair<int64_t, int64_t> shard(int rank, int world, int64_t global) {
+  const int64_t share = global / world;
+  return {rank * share, (rank + 1) * share};
+}
+
+void train(nn::Module& model, int64_t begin, int64_t end, int micro_batches, const PartStep& on_part) {
+  optim::SGD optimizer(model.parameters(), {.lr = 0.05, .momentum = 0.9});
+  const int64_t part_rows = (end - begin) / micro_batches;
+  for (int step = 0; step < kSteps; ++step) {
+    const auto [x, y] = batch(step);
+    optimizer.zero_grad();
+    for (int part = 0; part < micro_batches; ++part) {
+      const int64_t from = begin + part * part_rows;
+      on_part(part, micro_batches, [&, from] {
+        Tensor loss = nn::functional::mse_loss(model(x.narrow(0, from, part_rows)), y.narrow(0, from, part_rows));
+        (loss / static_cast<double>(micro_batches)).backward();
+      });
+    }
+    optimizer.step();
+  }
+}
+
+std::pair<Tensor, Tensor> batch_norm_data() {
+  Generator generator(77);
+  Tensor x = randn({kBnBatch, kBnChannels, 5, 4}, {DType::f64}, &generator) * 2.0 + 0.5;
+  Tensor g = randn({kBnBatch, kBnChannels, 5, 4}, {DType::f64}, &generator);
+  return {x, g};
+}
+
+}  // namespace sg::test::ddp

@@ -1,0 +1,123 @@
+// One rank of the DDP / SyncBatchNorm tests (tests/test_ddp.cpp starts one process per rank
+// with RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT set). Usage:
+//   dist_worker_ddp <scenario> <output dir> [scenario arguments]
+// Each rank writes what the test compares into <output dir>; an sg::Error is printed to stderr
+// and ends the process with exit code 3, which the error-path tests expect.
+#include <cstdlib>
+#include <iostream>
+#include <string>
+
+#include "ddp_scenarios.h"
+
+using namespace sg;
+namespace ddp = sg::test::ddp;
+
+namespace {
+
+// Trains the MLP under DDP; rank 0 saves the final parameters. Ranks start from different
+// weights on purpose: DDP's construction must copy rank 0's to all.
+void equivalence(const std::string& out, double bucket_cap_mb, int micro_batches, const std::string& trace) {
+  const int rank = dist::get_rank(), world = dist::get_world_size();
+  auto ddp_model = std::make_shared<dist::DistributedDataParallel>(
+      ddp::make_mlp(rank == 0 ? 1 : 100 + rank),
+      dist::DDPOptions{.bucket_cap_mb = bucket_cap_mb, .trace_path = trace, .trace_steps = 2});
+  const auto [begin, end] = ddp::shard(rank, world, ddp::kGlobalBatch);
+  ddp::train(*ddp_model, begin, end, micro_batches, [&](int part, int parts, const std::function<void()>& step) {
+    if (part + 1 < parts) {
+      auto no_sync = ddp_model->no_sync();
+      step();
+    } else {
+      step();
+    }
+  });
+  if (rank == 0) save_safetensors(out + "/params.safetensors", ddp_model->module().state_dict());
+}
+
+// A model with two heads of which the forward uses one.
+class TwoHeads : public nn::Module {
+public:
+  TwoHeads() {
+    Generator generator(5);
+    used = register_module("used", std::make_shared<nn::Linear>(10, 4, true, &generator));
+    unused = register_module("unused", std::make_shared<nn::Linear>(10, 4, true, &generator));
+  }
+  Tensor forward(const Tensor& x) override { return (*used)(x); }
+  std::shared_ptr<nn::Linear> used, unused;
+};
+
+void unused_parameters(const std::string& out, bool find_unused) {
+  const int rank = dist::get_rank(), world = dist::get_world_size();
+  auto model = std::make_shared<TwoHeads>();
+  dist::DistributedDataParallel ddp_model(model, {.find_unused_parameters = find_unused});
+  const auto [x, y] = ddp::batch(0);
+  const auto [begin, end] = ddp::shard(rank, world, ddp::kGlobalBatch);
+  nn::functional::mse_loss(ddp_model(x.narrow(0, begin, end - begin)), y.narrow(0, begin, end - begin)).backward();
+  SG_CHECK(!model->unused->weight.grad().defined(), "the unused head got a gradient");
+  if (rank == 0) save_safetensors(out + "/grads.safetensors", {{"used.weight", model->used->weight.grad()}});
+}
+
+void mismatched_models() {
+  const int rank = dist::get_rank();
+  Generator generator(3);
+  auto model = std::make_shared<nn::Linear>(10, rank == 1 ? 5 : 4, true, &generator);
+  dist::DistributedDataParallel ddp_model(model);
+}
+
+// Rows [begin, end) of the BatchNorm batch for `rank`: 8 rows split 3, 3, 2 on three ranks
+// (unequal on purpose) and 4, 4 on two.
+std::pair<int64_t, int64_t> batch_norm_rows(int rank, int world) {
+  if (world == 2) return {4 * rank, 4 * rank + 4};
+  const int64_t begins[] = {0, 3, 6, 8};
+  return {begins[rank], begins[rank + 1]};
+}
+
+void sync_batch_norm(const std::string& out) {
+  const int rank = dist::get_rank(), world = dist::get_world_size();
+  auto bn = std::make_shared<nn::BatchNorm2d>(ddp::kBnChannels);
+  bn->to(DType::f64);
+  {
+    NoGradGuard no_grad;
+    bn->weight.copy_(tensor(std::vector<double>{0.5, 1.5, -2.0}));
+    bn->bias.copy_(tensor(std::vector<double>{0.1, -0.3, 0.7}));
+  }
+  SG_CHECK(dist::convert_sync_batchnorm(*bn) == 1, "convert_sync_batchnorm should convert one layer");
+  const auto [x_all, g_all] = ddp::batch_norm_data();
+  const auto [begin, end] = batch_norm_rows(rank, world);
+  Tensor x = x_all.narrow(0, begin, end - begin).clone().requires_grad_();
+  Tensor y = (*bn)(x);
+  (y * g_all.narrow(0, begin, end - begin)).sum().backward();
+  save_safetensors(out + "/rank" + std::to_string(rank) + ".safetensors",
+                   {{"out", y.detach()}, {"grad_input", x.grad()}, {"grad_weight", bn->weight.grad()},
+                    {"grad_bias", bn->bias.grad()}, {"running_mean", bn->running_mean},
+                    {"running_var", bn->running_var}});
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 3) {
+    std::cerr << "usage: dist_worker_ddp <scenario> <output dir> [arguments]\n";
+    return 2;
+  }
+  const std::string scenario = argv[1], out = argv[2];
+  const auto arg = [&](int i, const char* fallback) { return std::string(argc > i ? argv[i] : fallback); };
+  try {
+    set_num_threads(1);
+    dist::init_process_group();
+    if (scenario == "equivalence")
+      equivalence(out, std::stod(arg(3, "25")), std::stoi(arg(4, "1")), arg(5, ""));
+    else if (scenario == "unused")
+      unused_parameters(out, arg(3, "1") == "1");
+    else if (scenario == "mismatch")
+      mismatched_models();
+    else if (scenario == "syncbn")
+      sync_batch_norm(out);
+    else
+      SG_CHECK(false, "unknown scenario '", scenario, "'");
+    dist::destroy_process_group();
+  } catch (const std::exception& e) {
+    std::cerr << "rank " << dist::get_rank() << ": " << e.what() << "\n";
+    return 3;
+  }
+  return 0;
+}
