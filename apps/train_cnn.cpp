@@ -4,9 +4,12 @@
 
 #include <cstdio>
 #include <filesystem>
+#include <map>
 #include <memory>
 #include <string>
 
+#include "amp/autocast.h"
+#include "amp/grad_scaler.h"
 #include "data/dataloader.h"
 #include "data/fashion_mnist.h"
 #include "data/metrics_log.h"
@@ -36,6 +39,20 @@ struct Config {
   std::string resume;
   std::string log;
   int64_t train_subset = 0;  // 0: the whole training set
+  std::string amp = "none";  // none, f16 or bf16
+};
+
+// Mixed precision (docs/amp.md): the forward runs in an autocast region when --amp is f16 or bf16,
+// and f16 also scales the loss (bf16 has f32's range and needs no scaler).
+struct MixedPrecision {
+  explicit MixedPrecision(const std::string& amp)
+      : enabled(amp != "none"), dtype(amp == "bf16" ? sg::DType::bf16 : sg::DType::f16),
+        scaler({.enabled = amp == "f16"}) {}
+  sg::amp::AutocastGuard region() const { return sg::amp::AutocastGuard(dtype, enabled); }
+
+  bool enabled;
+  sg::DType dtype;
+  sg::amp::GradScaler scaler;
 };
 
 std::unique_ptr<sg::optim::Optimizer> make_optimizer(const Config& config, const sg::TensorList& params) {
@@ -94,10 +111,13 @@ int run(const Config& config) {
   if (config.scheduler == "cosine")  // stepped once per iteration over the whole run
     scheduler = std::make_unique<sg::optim::CosineAnnealingLR>(*optimizer, config.epochs * train_loader.size());
 
+  MixedPrecision amp(config.amp);
   int start_epoch = 0;
   int64_t step = 0;
   if (!config.resume.empty()) {
     const auto metadata = sg::optim::load_checkpoint(config.resume, *model, optimizer.get());
+    if (amp.scaler.is_enabled() && metadata.count("grad_scaler"))
+      amp.scaler.load_state_dict(sg::amp::GradScalerState::from_json(metadata.at("grad_scaler")));
     start_epoch = std::stoi(metadata.at("epoch"));
     step = std::stoll(metadata.at("step"));
     if (scheduler) scheduler->load_state_dict({step, scheduler->base_lrs()});
@@ -109,34 +129,56 @@ int run(const Config& config) {
               static_cast<long long>(test_set->size()), config.threads);
   std::fflush(stdout);  // before the progress bar starts writing to stderr
 
-  sg::data::MetricsLog log(config.log, {"step", "epoch", "loss", "lr", "accuracy"});
+  std::vector<std::string> log_columns{"step", "epoch", "loss", "lr", "accuracy"};
+  if (amp.enabled) log_columns.insert(log_columns.end(), {"scale", "skipped_steps"});
+  sg::data::MetricsLog log(config.log, log_columns);
   for (int epoch = start_epoch; epoch < config.epochs; ++epoch) {
     train_loader.set_epoch(epoch);
     sg::data::ProgressBar bar(train_loader.size(), "epoch " + std::to_string(epoch + 1) + "/" + std::to_string(config.epochs), "img");
     for (const sg::data::Batch& batch : train_loader) {
       optimizer->zero_grad();
-      sg::Tensor loss = loss_of(config, (*model)(batch.input), batch.target);
-      loss.backward();
-      optimizer->step();
+      sg::Tensor loss;
+      {
+        const sg::amp::AutocastGuard autocast = amp.region();
+        loss = loss_of(config, (*model)(batch.input), batch.target);
+      }
+      amp.scaler.scale(loss).backward();
+      amp.scaler.step(*optimizer);  // without --amp f16: optimizer->step()
+      amp.scaler.update();
       if (scheduler) scheduler->step();
       ++step;
       const double loss_value = loss.item();
-      bar.update(1, batch.input.size(0), {{"loss", loss_value}});
-      log.write({{"step", std::to_string(step)}, {"epoch", std::to_string(epoch + 1)},
-                 {"loss", std::to_string(loss_value)}, {"lr", std::to_string(optimizer->lr(0))}});
+      std::map<std::string, std::string> row{{"step", std::to_string(step)}, {"epoch", std::to_string(epoch + 1)},
+                                             {"loss", std::to_string(loss_value)},
+                                             {"lr", std::to_string(optimizer->lr(0))}};
+      if (amp.enabled) {
+        row["scale"] = std::to_string(amp.scaler.get_scale());
+        row["skipped_steps"] = std::to_string(amp.scaler.skipped_steps());
+        bar.update(1, batch.input.size(0), {{"loss", loss_value}, {"scale", amp.scaler.get_scale()},
+                                            {"skipped", static_cast<double>(amp.scaler.skipped_steps())}});
+      } else {
+        bar.update(1, batch.input.size(0), {{"loss", loss_value}});
+      }
+      log.write(row);
     }
     bar.finish();
     const double train_seconds = bar.elapsed_seconds(), images_per_second = bar.items_per_second();
-    const Evaluation result = evaluate(config, *model, test_loader);
+    Evaluation result;
+    {
+      const sg::amp::AutocastGuard autocast = amp.region();
+      result = evaluate(config, *model, test_loader);
+    }
     std::printf("epoch %d: test loss %.4f, test accuracy %.2f%% (training %.1f s, %.0f img/s)\n", epoch + 1,
                 result.loss, result.accuracy, train_seconds, images_per_second);
     std::fflush(stdout);
     log.write({{"step", std::to_string(step)}, {"epoch", std::to_string(epoch + 1)},
                {"loss", std::to_string(result.loss)}, {"accuracy", std::to_string(result.accuracy)}});
-    if (!config.save.empty())
-      sg::optim::save_checkpoint(config.save, *model, optimizer.get(),
-                                 {{"epoch", std::to_string(epoch + 1)}, {"step", std::to_string(step)},
-                                  {"model", config.model}});
+    if (!config.save.empty()) {
+      sg::optim::Metadata metadata{{"epoch", std::to_string(epoch + 1)}, {"step", std::to_string(step)},
+                                   {"model", config.model}};
+      if (amp.scaler.is_enabled()) metadata["grad_scaler"] = amp.scaler.state_dict().to_json();
+      sg::optim::save_checkpoint(config.save, *model, optimizer.get(), metadata);
+    }
   }
   return 0;
 }
@@ -166,6 +208,8 @@ int main(int argc, char** argv) {
   app.add_option("--log", config.log, "CSV of step, epoch, loss, lr, accuracy");
   app.add_option("--train-subset", config.train_subset, "Train on the first N images only (0: all), for quick runs")
       ->check(CLI::NonNegativeNumber)->capture_default_str();
+  app.add_option("--amp", config.amp, "Mixed precision: none, f16 (autocast + loss scaler) or bf16 (autocast)")
+      ->check(CLI::IsMember({"none", "f16", "bf16"}))->capture_default_str();
   CLI11_PARSE(app, argc, argv);
   try {
     return run(config);
