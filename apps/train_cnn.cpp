@@ -130,7 +130,7 @@ int run(const Config& config) {
   std::fflush(stdout);  // before the progress bar starts writing to stderr
 
   std::vector<std::string> log_columns{"step", "epoch", "loss", "lr", "accuracy"};
-  if (amp.enabled) log_columns.insert(log_columns.end(), {"scale", "skipped_steps"});
+  if (amp.scaler.is_enabled()) log_columns.insert(log_columns.end(), {"scale", "skipped_steps"});
   sg::data::MetricsLog log(config.log, log_columns);
   for (int epoch = start_epoch; epoch < config.epochs; ++epoch) {
     train_loader.set_epoch(epoch);
@@ -151,7 +151,7 @@ int run(const Config& config) {
       std::map<std::string, std::string> row{{"step", std::to_string(step)}, {"epoch", std::to_string(epoch + 1)},
                                              {"loss", std::to_string(loss_value)},
                                              {"lr", std::to_string(optimizer->lr(0))}};
-      if (amp.enabled) {
+      if (amp.scaler.is_enabled()) {
         row["scale"] = std::to_string(amp.scaler.get_scale());
         row["skipped_steps"] = std::to_string(amp.scaler.skipped_steps());
         bar.update(1, batch.input.size(0), {{"loss", loss_value}, {"scale", amp.scaler.get_scale()},

@@ -28,9 +28,8 @@ DType widest_eligible(const TensorList& inputs, DType fallback) {
 }
 }  // namespace
 
-std::optional<TensorList> autocast(AutocastOp op, const TensorList& inputs) {
+std::optional<TensorList> autocast_inputs(AutocastOp op, const TensorList& inputs) {
   const AutocastState state = autocast_state();
-  if (!state.enabled) return std::nullopt;
   DType target = DType::f32;
   switch (autocast_rule(op).policy) {
     case CastPolicy::lower_precision: target = state.dtype; break;

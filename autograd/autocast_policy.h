@@ -21,6 +21,7 @@
 #include <optional>
 #include <string_view>
 
+#include "autograd/autocast_state.h"
 #include "core/tensor.h"
 
 namespace sg::autograd {
@@ -86,10 +87,18 @@ static_assert(rules_in_enum_order(), "kAutocastRules must list the ops in Autoca
 
 constexpr const AutocastRule& autocast_rule(AutocastOp op) { return kAutocastRules[static_cast<size_t>(op)]; }
 
-// What an op front calls first: inside an enabled region, `inputs` cast as `op`'s rule says
-// (undefined, f64 and non-floating inputs pass unchanged; weights go through the cache of
-// autocast_state.h); std::nullopt when no input changes, so the front then simply goes on:
-//   if (auto cast = autograd::autocast(AutocastOp::matmul, {a, b})) return matmul((*cast)[0], (*cast)[1]);
-std::optional<TensorList> autocast(AutocastOp op, const TensorList& inputs);
+// `inputs` cast as `op`'s rule says for the current region (undefined, f64 and non-floating
+// inputs pass unchanged; weights go through the cache of autocast_state.h), or std::nullopt when
+// no input changes.
+std::optional<TensorList> autocast_inputs(AutocastOp op, const TensorList& inputs);
+
+// What an op front calls first; the front then either runs again on the cast inputs or, when
+// nothing changes (always outside a region, at the cost of one thread-local read), simply goes on:
+//   if (const auto cast = autocast(AutocastOp::matmul, a, b)) return matmul((*cast)[0], (*cast)[1]);
+template <typename... Inputs>
+std::optional<TensorList> autocast(AutocastOp op, const Inputs&... inputs) {
+  if (!autocast_state().enabled) return std::nullopt;
+  return autocast_inputs(op, TensorList{inputs...});
+}
 
 }  // namespace sg::autograd

@@ -243,7 +243,7 @@ Tensor gather(const Tensor& x, int64_t dim, const Tensor& index) {
 }
 
 Tensor scatter_add(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src) {
-  if (const auto cast = autograd::autocast(autograd::AutocastOp::scatter_add, {x, src}))
+  if (const auto cast = autograd::autocast(autograd::AutocastOp::scatter_add, x, src))
     return scatter_add((*cast)[0], dim, index, (*cast)[1]);
   check_index_dtype(index, "scatter_add");
   check_same_device(x, index, "scatter_add");

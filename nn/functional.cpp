@@ -68,7 +68,7 @@ Tensor class_loss(ClassScores scores, const Tensor& input, const Tensor& target,
 }  // namespace
 
 Tensor cross_entropy(const Tensor& input, const Tensor& target, const CrossEntropyOptions& options) {
-  if (const auto cast = autograd::autocast(autograd::AutocastOp::cross_entropy, {input, options.weight})) {
+  if (const auto cast = autograd::autocast(autograd::AutocastOp::cross_entropy, input, options.weight)) {
     CrossEntropyOptions cast_options = options;
     cast_options.weight = (*cast)[1];
     return cross_entropy((*cast)[0], target, cast_options);
@@ -78,7 +78,7 @@ Tensor cross_entropy(const Tensor& input, const Tensor& target, const CrossEntro
 }
 
 Tensor nll_loss(const Tensor& input, const Tensor& target, const NllLossOptions& options) {
-  if (const auto cast = autograd::autocast(autograd::AutocastOp::nll_loss, {input, options.weight})) {
+  if (const auto cast = autograd::autocast(autograd::AutocastOp::nll_loss, input, options.weight)) {
     NllLossOptions cast_options = options;
     cast_options.weight = (*cast)[1];
     return nll_loss((*cast)[0], target, cast_options);
@@ -88,7 +88,7 @@ Tensor nll_loss(const Tensor& input, const Tensor& target, const NllLossOptions&
 }
 
 Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction reduction) {
-  if (const auto cast = autograd::autocast(autograd::AutocastOp::mse_loss, {input, target}))
+  if (const auto cast = autograd::autocast(autograd::AutocastOp::mse_loss, input, target))
     return mse_loss((*cast)[0], (*cast)[1], reduction);
   SG_CHECK(input.sizes() == target.sizes(), "mse_loss: input of shape ", shape_str(input.sizes()),
            " and target of shape ", shape_str(target.sizes()), " differ");
