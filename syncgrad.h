@@ -1,10 +1,12 @@
 #pragma once
 // The umbrella header: everything a program needs to use syncgrad.
+#include "amp/autocast.h"            // defines: amp::AutocastGuard
+#include "amp/grad_scaler.h"         // defines: amp::GradScaler
 #include "autograd/grad_mode.h"      // defines: NoGradGuard, GradMode
 #include "autograd/gradcheck.h"      // defines: gradcheck
 #include "autograd/ops_conv.h"       // defines: conv2d, max_pool2d, avg_pool2d, adaptive_avg_pool2d
 #include "autograd/ops_index.h"      // defines: cat, stack, split, gather, embedding, ...
-#include "autograd/ops_linalg.h"     // defines: matmul, mm, bmm, addmm
+#include "autograd/ops_linalg.h"     // defines: matmul, mm, bmm, addmm, linear
 #include "autograd/ops_norm.h"       // defines: batch_norm, layer_norm
 #include "autograd/ops_pointwise.h"  // defines: add, mul, exp, relu, where, ...
 #include "autograd/ops_reduce.h"     // defines: sum, mean, max, var, softmax, ...

@@ -5,6 +5,7 @@
 
 #include <cstdio>
 #include <filesystem>
+#include <map>
 #include <memory>
 #include <string>
 
@@ -41,6 +42,7 @@ struct Config {
   int64_t train_subset = 0;  // 0: the whole training set
   bool sync_bn = false;
   std::string ddp_trace;
+  std::string amp = "none";  // none, f16 or bf16
 };
 
 std::unique_ptr<sg::optim::Optimizer> make_optimizer(const Config& config, const sg::TensorList& params) {
@@ -88,7 +90,13 @@ Evaluation evaluate(const Config& config, sg::dist::Accelerator& accelerator, sg
 }
 
 int run(const Config& config) {
-  sg::dist::Accelerator accelerator({.ddp = {.trace_path = config.ddp_trace}, .sync_batchnorm = config.sync_bn});
+  // Mixed precision (docs/amp.md): the forward runs in an autocast region with --amp f16 or bf16,
+  // and f16 also scales the loss (bf16 has f32's range and needs no scaler).
+  sg::dist::AcceleratorOptions options;
+  options.ddp.trace_path = config.ddp_trace;
+  options.sync_batchnorm = config.sync_bn;
+  options.mixed_precision = config.amp == "none" ? "no" : config.amp;
+  sg::dist::Accelerator accelerator(options);
   sg::set_num_threads(config.threads);
   sg::manual_seed(config.seed);
   const sg::data::Transform normalize =
@@ -129,7 +137,10 @@ int run(const Config& config) {
                     train_set->size(), " training / ", test_set->size(), " test images, ", accelerator.num_processes(),
                     " process(es) x ", config.threads, " thread(s), ", config.batch_size, " images per process and step");
 
-  sg::data::MetricsLog log(accelerator.is_main_process() ? config.log : "", {"step", "epoch", "loss", "lr", "accuracy"});
+  const sg::amp::GradScaler& scaler = accelerator.scaler();
+  std::vector<std::string> log_columns{"step", "epoch", "loss", "lr", "accuracy"};
+  if (scaler.is_enabled()) log_columns.insert(log_columns.end(), {"scale", "skipped_steps"});
+  sg::data::MetricsLog log(accelerator.is_main_process() ? config.log : "", log_columns);
   std::FILE* progress_out = accelerator.is_main_process() ? stderr : nullptr;
   for (int epoch = start_epoch; epoch < config.epochs; ++epoch) {
     train_loader.set_epoch(epoch);
@@ -137,19 +148,35 @@ int run(const Config& config) {
                               "img", progress_out);
     for (const sg::data::Batch& batch : train_loader) {
       optimizer->zero_grad();
-      sg::Tensor loss = loss_of(config, (*model)(batch.input), batch.target);
+      sg::Tensor loss;
+      {
+        const sg::amp::AutocastGuard autocast = accelerator.autocast();
+        loss = loss_of(config, (*model)(batch.input), batch.target);
+      }
       accelerator.backward(loss);
-      optimizer->step();
+      accelerator.step(*optimizer);
       if (scheduler) scheduler->step();
       ++step;
       const double loss_value = loss.item();  // this process's batch; the main rank shows its own
-      bar.update(1, batch.input.size(0) * accelerator.num_processes(), {{"loss", loss_value}});
-      log.write({{"step", std::to_string(step)}, {"epoch", std::to_string(epoch + 1)},
-                 {"loss", std::to_string(loss_value)}, {"lr", std::to_string(optimizer->lr(0))}});
+      std::map<std::string, std::string> row{{"step", std::to_string(step)}, {"epoch", std::to_string(epoch + 1)},
+                                             {"loss", std::to_string(loss_value)},
+                                             {"lr", std::to_string(optimizer->lr(0))}};
+      std::vector<std::pair<std::string, double>> shown{{"loss", loss_value}};
+      if (scaler.is_enabled()) {
+        row["scale"] = std::to_string(scaler.get_scale());
+        row["skipped_steps"] = std::to_string(scaler.skipped_steps());
+        shown.insert(shown.end(), {{"scale", scaler.get_scale()}, {"skipped", static_cast<double>(scaler.skipped_steps())}});
+      }
+      bar.update(1, batch.input.size(0) * accelerator.num_processes(), shown);
+      log.write(row);
     }
     bar.finish();
     const double train_seconds = bar.elapsed_seconds(), images_per_second = bar.items_per_second();
-    const Evaluation result = evaluate(config, accelerator, *model, test_loader);
+    Evaluation result;
+    {
+      const sg::amp::AutocastGuard autocast = accelerator.autocast();
+      result = evaluate(config, accelerator, *model, test_loader);
+    }
     accelerator.print("epoch ", epoch + 1, ": test loss ", format_fixed(result.loss, 4), ", test accuracy ",
                       format_fixed(result.accuracy, 2), "% (training ", format_fixed(train_seconds, 1), " s, ",
                       format_fixed(images_per_second, 0), " img/s)");
@@ -188,6 +215,8 @@ int main(int argc, char** argv) {
   app.add_option("--snapshot", config.snapshot,
                  "Save model, optimizer, scheduler, RNG and epoch here after every epoch (atomically) and resume from "
                  "it when it exists at start: with `sgrun --max-restarts` a killed run finishes");
+  app.add_option("--amp", config.amp, "Mixed precision: none, f16 (autocast + loss scaler) or bf16 (autocast)")
+      ->check(CLI::IsMember({"none", "f16", "bf16"}))->capture_default_str();
   app.add_flag("--sync-bn", config.sync_bn, "Under sgrun: BatchNorm statistics over all processes' batches (SyncBatchNorm)");
   app.add_option("--ddp-trace", config.ddp_trace,
                  "Under sgrun: write a Chrome trace (ui.perfetto.dev) of the first backwards and DDP's bucket all-reduces");

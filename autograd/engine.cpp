@@ -13,6 +13,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "autograd/autocast_state.h"
 #include "autograd/grad_mode.h"
 #include "autograd/node.h"
 #include "autograd/ops_pointwise.h"
@@ -83,6 +84,9 @@ void run_backward(const Tensor& root, const Tensor& gradient, bool retain_graph)
 
   NoGradGuard no_grad;  // backward formulas record no graph (no create_graph support)
   CallbackScope callback_scope;
+  // Backward formulas never autocast: each gradient is computed in the dtype its forward ran in,
+  // and ToDtype nodes carry it back to each leaf's own dtype.
+  AutocastStateScope no_autocast({.enabled = false, .dtype = autocast_state().dtype});
   auto dependencies = count_dependencies(root_node.get());
   std::unordered_map<Node*, Tensor> pending_grads{{root_node.get(), root_grad}};
   std::priority_queue<Node*, std::vector<Node*>, ReadyOrder> ready;

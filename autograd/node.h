@@ -34,6 +34,7 @@ public:
   virtual TensorList apply(Tensor grad_output);
   // Frees saved tensors (called after backward unless retain_graph).
   virtual void release();
+  bool released() const { return backward_ == nullptr; }
   void add_pre_hook(TensorHook hook) { pre_hooks_.push_back(std::move(hook)); }
 
 protected:

@@ -3,6 +3,7 @@
 // a backward that runs the matching backward kernel.
 #include "autograd/ops_conv.h"
 
+#include "autograd/autocast_policy.h"
 #include "autograd/function.h"
 #include "autograd/ops_reduce.h"
 #include "autograd/ops_shape.h"
@@ -94,6 +95,8 @@ Tensor empty_like_shape(const Shape& shape, const Tensor& like) { return empty(s
 
 Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, Size2 stride, Size2 padding, Size2 dilation,
               int64_t groups) {
+  if (const auto cast = autograd::autocast(autograd::AutocastOp::conv2d, input, weight, bias))
+    return conv2d((*cast)[0], (*cast)[1], (*cast)[2], stride, padding, dilation, groups);
   check_image_input("conv2d", input);
   if (input.dim() == 3) return conv2d(input.unsqueeze(0), weight, bias, stride, padding, dilation, groups).squeeze(0);
   const Conv2dParams params{stride, padding, dilation, groups};

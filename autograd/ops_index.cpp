@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <string>
 
+#include "autograd/autocast_policy.h"
 #include "autograd/function.h"
 #include "autograd/ops_shape.h"
 #include "core/factory.h"
@@ -242,6 +243,8 @@ Tensor gather(const Tensor& x, int64_t dim, const Tensor& index) {
 }
 
 Tensor scatter_add(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src) {
+  if (const auto cast = autograd::autocast(autograd::AutocastOp::scatter_add, x, src))
+    return scatter_add((*cast)[0], dim, index, (*cast)[1]);
   check_index_dtype(index, "scatter_add");
   check_same_device(x, index, "scatter_add");
   check_same_device(x, src, "scatter_add");

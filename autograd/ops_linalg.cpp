@@ -7,6 +7,7 @@
 #include <cmath>
 #include <optional>
 
+#include "autograd/autocast_policy.h"
 #include "autograd/function.h"
 #include "autograd/ops_pointwise.h"
 #include "autograd/ops_shape.h"
@@ -16,6 +17,8 @@
 
 namespace sg {
 
+using autograd::autocast;
+using autograd::AutocastOp;
 using autograd::NeedsGrad;
 using autograd::record;
 using autograd::SavedTensor;
@@ -135,6 +138,7 @@ Tensor record_product(const char* name, Tensor out, const Tensor& a, const Tenso
 }  // namespace
 
 Tensor matmul(const Tensor& a, const Tensor& b) {
+  if (const auto cast = autocast(AutocastOp::matmul, a, b)) return matmul((*cast)[0], (*cast)[1]);
   check_operands("matmul", a, b);
   SG_CHECK(a.dim() >= 1 && b.dim() >= 1, "matmul: both operands need at least one dim, got shapes ", shapes_str(a, b));
   check_inner_dims("matmul", a, b);
@@ -148,6 +152,7 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
 }
 
 Tensor mm(const Tensor& a, const Tensor& b) {
+  if (const auto cast = autocast(AutocastOp::mm, a, b)) return mm((*cast)[0], (*cast)[1]);
   check_operands("mm", a, b);
   check_rank("mm", a, b, 2);
   check_inner_dims("mm", a, b);
@@ -155,6 +160,7 @@ Tensor mm(const Tensor& a, const Tensor& b) {
 }
 
 Tensor bmm(const Tensor& a, const Tensor& b) {
+  if (const auto cast = autocast(AutocastOp::bmm, a, b)) return bmm((*cast)[0], (*cast)[1]);
   check_operands("bmm", a, b);
   check_rank("bmm", a, b, 3);
   SG_CHECK(a.size(0) == b.size(0), "bmm: shapes ", shapes_str(a, b), " have different batch sizes (", a.size(0),
@@ -164,6 +170,8 @@ Tensor bmm(const Tensor& a, const Tensor& b) {
 }
 
 Tensor addmm(const Tensor& input, const Tensor& a, const Tensor& b, double beta, double alpha) {
+  if (const auto cast = autocast(AutocastOp::addmm, input, a, b))
+    return addmm((*cast)[0], (*cast)[1], (*cast)[2], beta, alpha);
   check_operands("addmm", a, b);
   check_operands("addmm", input, a);
   check_rank("addmm", a, b, 2);
@@ -184,6 +192,16 @@ Tensor addmm(const Tensor& input, const Tensor& a, const Tensor& b, double beta,
                   const Tensor grad_input = needs[0] ? sum_to(beta == 1 ? g : g * beta, input_shape) : Tensor();
                   return TensorList{grad_input, products[0], products[1]};
                 });
+}
+
+Tensor linear(const Tensor& input, const Tensor& weight, const Tensor& bias) {
+  // The weight is cast before it is transposed, so the cast is of the parameter itself and the
+  // region's cache can keep it (Note [The autocast weight cache]).
+  if (const auto cast = autocast(AutocastOp::linear, input, weight, bias)) return linear((*cast)[0], (*cast)[1], (*cast)[2]);
+  // A batch of vectors is one GEMM with the bias fused in; other ranks go through matmul.
+  if (input.dim() == 2) return bias.defined() ? addmm(bias, input, weight.t()) : mm(input, weight.t());
+  const Tensor out = matmul(input, weight.t());
+  return bias.defined() ? out + bias : out;
 }
 
 // ---- Tensor methods (Note [Where Tensor methods are defined]) ----

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 
+#include "autograd/autocast_policy.h"
 #include "autograd/function.h"
 #include "core/factory.h"
 #include "core/kernels/norm.h"
@@ -40,6 +41,9 @@ Tensor gradient_buffer(bool wanted, const Shape& shape, const Tensor& x) {
 
 Tensor batch_norm(const Tensor& input, const Tensor& weight, const Tensor& bias, const Tensor& running_mean,
                   const Tensor& running_var, bool training, double momentum, double eps) {
+  // The running statistics are updated in place, so they are never cast: they must be f32 already.
+  if (const auto cast = autograd::autocast(autograd::AutocastOp::batch_norm, input, weight, bias))
+    return batch_norm((*cast)[0], (*cast)[1], (*cast)[2], running_mean, running_var, training, momentum, eps);
   SG_CHECK(is_floating(input.dtype()), "batch_norm: expected a floating input, got ", input.dtype());
   SG_CHECK(input.dim() >= 2, "batch_norm: expected input of shape [N, C, ...], got ", shape_str(input.sizes()));
   const Shape channels{input.size(1)};
@@ -79,6 +83,8 @@ Tensor batch_norm(const Tensor& input, const Tensor& weight, const Tensor& bias,
 
 Tensor layer_norm(const Tensor& input, const Shape& normalized_shape, const Tensor& weight, const Tensor& bias,
                   double eps) {
+  if (const auto cast = autograd::autocast(autograd::AutocastOp::layer_norm, input, weight, bias))
+    return layer_norm((*cast)[0], normalized_shape, (*cast)[1], (*cast)[2], eps);
   SG_CHECK(is_floating(input.dtype()), "layer_norm: expected a floating input, got ", input.dtype());
   const int64_t kept = input.dim() - static_cast<int64_t>(normalized_shape.size());
   SG_CHECK(!normalized_shape.empty() && kept >= 0 &&

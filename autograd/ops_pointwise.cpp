@@ -4,6 +4,7 @@
 
 #include <cmath>
 
+#include "autograd/autocast_policy.h"
 #include "autograd/function.h"
 #include "autograd/ops_shape.h"
 #include "core/factory.h"
@@ -11,6 +12,8 @@
 
 namespace sg {
 
+using autograd::autocast;
+using autograd::AutocastOp;
 using autograd::NeedsGrad;
 using autograd::record;
 using autograd::SavedTensor;
@@ -109,6 +112,7 @@ Tensor div(const Tensor& a, const Tensor& b) {
 }
 
 Tensor pow(const Tensor& base, const Tensor& exponent) {
+  if (const auto cast = autocast(AutocastOp::pow, base, exponent)) return pow((*cast)[0], (*cast)[1]);
   DType dtype = arithmetic_dtype(base, exponent);
   Tensor out = binary_forward(BinaryOp::pow, base, exponent, dtype, "pow");
   // d(a^b)/da = b a^(b-1);  d(a^b)/db = a^b log(a), taken as 0 where a == 0 (PyTorch's convention)
@@ -154,6 +158,7 @@ Tensor sub(const Tensor& a, double b) { return sub(a, scalar_like(a, b)); }
 Tensor mul(const Tensor& a, double b) { return mul(a, scalar_like(a, b)); }
 Tensor div(const Tensor& a, double b) { return div(a, scalar_like(a, b)); }
 Tensor pow(const Tensor& base, double exponent) {
+  if (const auto cast = autocast(AutocastOp::pow, base)) return pow((*cast)[0], exponent);
   const Tensor exponent_tensor = scalar_like(base, exponent);  // an integer tensor to a fractional power is f32
   Tensor out = binary_forward(BinaryOp::pow, base, exponent_tensor, arithmetic_dtype(base, exponent_tensor), "pow");
   // d(x^e)/dx = e x^(e-1)
@@ -172,6 +177,7 @@ Tensor neg(const Tensor& x) {
 }
 
 Tensor exp(const Tensor& x) {
+  if (const auto cast = autocast(AutocastOp::exp, x)) return exp((*cast)[0]);
   Tensor out = unary_forward(UnaryOp::exp, x, "exp");
   // d/dx e^x = e^x
   return record("ExpBackward", out, {x}, [so = SavedTensor(out)](const Tensor& g, const NeedsGrad&) {
@@ -180,6 +186,7 @@ Tensor exp(const Tensor& x) {
 }
 
 Tensor log(const Tensor& x) {
+  if (const auto cast = autocast(AutocastOp::log, x)) return log((*cast)[0]);
   Tensor out = unary_forward(UnaryOp::log, x, "log");
   // d/dx log x = 1/x
   return record("LogBackward", out, {x}, [sx = SavedTensor(x)](const Tensor& g, const NeedsGrad&) {
@@ -196,6 +203,7 @@ Tensor sqrt(const Tensor& x) {
 }
 
 Tensor rsqrt(const Tensor& x) {
+  if (const auto cast = autocast(AutocastOp::rsqrt, x)) return rsqrt((*cast)[0]);
   Tensor out = unary_forward(UnaryOp::rsqrt, x, "rsqrt");
   // d/dx x^(-1/2) = -1/2 x^(-3/2) = -1/2 out^3
   return record("RsqrtBackward", out, {x}, [so = SavedTensor(out)](const Tensor& g, const NeedsGrad&) {

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "autograd/autocast_policy.h"
 #include "autograd/function.h"
 #include "autograd/ops_pointwise.h"
 #include "autograd/ops_shape.h"
@@ -13,6 +14,8 @@
 
 namespace sg {
 
+using autograd::autocast;
+using autograd::AutocastOp;
 using autograd::BackwardFn;
 using autograd::NeedsGrad;
 using autograd::record;
@@ -133,6 +136,7 @@ Tensor arg_extremum(Extremum which, const Tensor& x, std::optional<int64_t> dim,
 }  // namespace
 
 Tensor sum(const Tensor& x, const Shape& dims, bool keepdim) {
+  if (const auto cast = autocast(AutocastOp::sum, x)) return sum((*cast)[0], dims, keepdim);
   const Shape reduce_dims = normalize_dims(x, dims, "sum");
   const DType dtype = is_floating(x.dtype()) ? x.dtype() : DType::i64;
   Tensor out = empty(reduced_shape(x.sizes(), reduce_dims, keepdim), {dtype, x.device()});
@@ -144,6 +148,7 @@ Tensor sum(const Tensor& x, const Shape& dims, bool keepdim) {
 }
 
 Tensor mean(const Tensor& x, const Shape& dims, bool keepdim) {
+  if (const auto cast = autocast(AutocastOp::mean, x)) return mean((*cast)[0], dims, keepdim);
   SG_CHECK(is_floating(x.dtype()), "mean: expected a floating tensor, got ", x.dtype());
   const Shape reduce_dims = normalize_dims(x, dims, "mean");
   // mean = sum / count; the division records its own (trivial) backward
@@ -172,6 +177,7 @@ Tensor argmin(const Tensor& x, std::optional<int64_t> dim, bool keepdim) {
 }
 
 Tensor var(const Tensor& x, const Shape& dims, bool unbiased, bool keepdim) {
+  if (const auto cast = autocast(AutocastOp::var, x)) return var((*cast)[0], dims, unbiased, keepdim);
   check_floating(x, "var");
   const Shape reduce_dims = normalize_dims(x, dims, "var");
   const int64_t correction = unbiased ? 1 : 0;  // Bessel's correction
@@ -187,6 +193,7 @@ Tensor var(const Tensor& x, const Shape& dims, bool unbiased, bool keepdim) {
 }
 
 Tensor norm(const Tensor& x, double p, const Shape& dims, bool keepdim) {
+  if (const auto cast = autocast(AutocastOp::norm, x)) return norm((*cast)[0], p, dims, keepdim);
   check_floating(x, "norm");
   SG_CHECK(p > 0, "norm: p must be positive or inf, got ", p);
   const Shape reduce_dims = normalize_dims(x, dims, "norm");
@@ -206,6 +213,7 @@ Tensor norm(const Tensor& x, double p, const Shape& dims, bool keepdim) {
 }
 
 Tensor logsumexp(const Tensor& x, const Shape& dims, bool keepdim) {
+  if (const auto cast = autocast(AutocastOp::logsumexp, x)) return logsumexp((*cast)[0], dims, keepdim);
   check_floating(x, "logsumexp");
   const Shape reduce_dims = normalize_dims(x, dims, "logsumexp");
   Tensor out = empty(reduced_shape(x.sizes(), reduce_dims, keepdim), {x.dtype(), x.device()});
@@ -242,12 +250,14 @@ BackwardFn softmax_backward(SoftmaxKind kind, const Tensor& out, int64_t dim) {
 }  // namespace
 
 Tensor softmax(const Tensor& x, int64_t dim) {
+  if (const auto cast = autocast(AutocastOp::softmax, x)) return softmax((*cast)[0], dim);
   const auto [out, wrapped] = softmax_forward(SoftmaxKind::softmax, x, dim);
   // d/dx softmax(x) = y * (g - sum(g * y)) along dim, y = softmax(x)
   return record("SoftmaxBackward", out, {x}, softmax_backward(SoftmaxKind::softmax, out, wrapped));
 }
 
 Tensor log_softmax(const Tensor& x, int64_t dim) {
+  if (const auto cast = autocast(AutocastOp::log_softmax, x)) return log_softmax((*cast)[0], dim);
   const auto [out, wrapped] = softmax_forward(SoftmaxKind::log_softmax, x, dim);
   // d/dx log_softmax(x) = g - exp(y) * sum(g) along dim, y = log_softmax(x)
   return record("LogSoftmaxBackward", out, {x}, softmax_backward(SoftmaxKind::log_softmax, out, wrapped));

@@ -15,7 +15,12 @@
 
 namespace sg::dist {
 
-Accelerator::Accelerator(AcceleratorOptions options) : options_(std::move(options)) {
+Accelerator::Accelerator() : Accelerator(AcceleratorOptions{}) {}
+
+Accelerator::Accelerator(const AcceleratorOptions& options)
+    : options_(options), scaler_({.enabled = options_.mixed_precision == "f16"}) {
+  SG_CHECK(options_.mixed_precision == "no" || options_.mixed_precision == "f16" || options_.mixed_precision == "bf16",
+           "Accelerator: mixed_precision must be \"no\", \"f16\" or \"bf16\", got \"", options_.mixed_precision, "\"");
   if (!is_initialized() && std::getenv("WORLD_SIZE") != nullptr) {
     init_process_group();
     owns_group_ = true;
@@ -56,9 +61,25 @@ data::DataLoader Accelerator::prepare(std::shared_ptr<const data::Dataset> datas
   return data::DataLoader(std::move(dataset), std::move(options));
 }
 
-void Accelerator::backward(const Tensor& loss) { loss.backward(); }
+amp::AutocastGuard Accelerator::autocast() const {
+  return amp::AutocastGuard(options_.mixed_precision == "bf16" ? DType::bf16 : DType::f16,
+                            options_.mixed_precision != "no");
+}
+
+void Accelerator::backward(const Tensor& loss) { scaler_.scale(loss).backward(); }
+
+bool Accelerator::step(optim::Optimizer& optimizer) {
+  const bool stepped = scaler_.step(optimizer);
+  scaler_.update();
+  return stepped;
+}
 
 double Accelerator::clip_grad_norm_(const TensorList& params, double max_norm) {
+  if (scaler_.is_enabled()) {
+    SG_CHECK(optimizer_ != nullptr, "Accelerator::clip_grad_norm_: under f16 the gradients must be unscaled before "
+             "clipping; prepare(optimizer) so the accelerator knows which optimizer holds them");
+    scaler_.unscale_(*optimizer_);
+  }
   return optim::clip_grad_norm_(params, max_norm);
 }
 
@@ -86,13 +107,14 @@ nn::Module& Accelerator::unwrap_model(nn::Module& model) const {
 }
 
 void Accelerator::save_state(const std::string& path, nn::Module& model, optim::Metadata metadata) {
-  for (const char* reserved : {"scheduler", "rng"})
+  for (const char* reserved : {"scheduler", "rng", "grad_scaler"})
     SG_CHECK(metadata.count(reserved) == 0, "Accelerator::save_state: the metadata key '", reserved,
              "' is reserved for the accelerator's own state");
   if (scheduler_ != nullptr) {
     const auto state = scheduler_->state_dict();
     metadata["scheduler"] = nlohmann::json{{"last_epoch", state.last_epoch}, {"base_lrs", state.base_lrs}}.dump();
   }
+  if (scaler_.is_enabled()) metadata["grad_scaler"] = scaler_.state_dict().to_json();
   const Generator& generator = default_generator();
   metadata["rng"] = nlohmann::json{{"seed", generator.seed()}, {"offset", generator.offset()}}.dump();
   // Every rank holds the same state after a step; one writer, and nobody reads before it is done.
@@ -113,8 +135,9 @@ optim::Metadata Accelerator::load_state(const std::string& path, nn::Module& mod
     default_generator().manual_seed(json.at("seed").get<uint64_t>());
     default_generator().set_offset(json.at("offset").get<uint64_t>());
   }
-  metadata.erase("scheduler");
-  metadata.erase("rng");
+  if (scaler_.is_enabled() && metadata.count("grad_scaler") == 1)
+    scaler_.load_state_dict(amp::GradScalerState::from_json(metadata.at("grad_scaler")));
+  for (const char* reserved : {"scheduler", "rng", "grad_scaler"}) metadata.erase(reserved);
   return metadata;
 }
 

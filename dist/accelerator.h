@@ -9,14 +9,21 @@
 //   auto loader = accelerator.prepare(dataset, {.batch_size = 64, .shuffle = true});  // this rank's share
 //   for (const data::Batch& batch : loader) {
 //     optimizer.zero_grad();
-//     accelerator.backward(loss_of((*model)(batch.input), batch.target));
-//     optimizer.step();
+//     Tensor loss;
+//     {
+//       const auto autocast = accelerator.autocast();     // mixed precision, when asked for
+//       loss = loss_of((*model)(batch.input), batch.target);
+//     }
+//     accelerator.backward(loss);                        // scaled when f16
+//     accelerator.step(optimizer);                       // skipped when the f16 gradients overflowed
 //   }
 //   accelerator.print("done");                           // main rank only
 #include <memory>
 #include <sstream>
 #include <string>
 
+#include "amp/autocast.h"
+#include "amp/grad_scaler.h"
 #include "data/dataloader.h"
 #include "dist/ddp.h"
 #include "nn/module.h"
@@ -27,15 +34,19 @@
 namespace sg::dist {
 
 struct AcceleratorOptions {
-  DDPOptions ddp = {};
+  DDPOptions ddp;
   bool sync_batchnorm = false;  // convert BatchNorm layers to SyncBatchNorm in prepare(model)
+  // "no", "f16" (autocast to f16 and a GradScaler) or "bf16" (autocast only: bf16 has f32's
+  // range, so gradients do not underflow and need no scaling). docs/amp.md.
+  std::string mixed_precision = "no";
 };
 
 class Accelerator {
 public:
   // Under a launcher (WORLD_SIZE in the environment) initialises the default process group
   // from the environment, unless the program already did; otherwise runs as one process.
-  explicit Accelerator(AcceleratorOptions options = {});
+  Accelerator();
+  explicit Accelerator(const AcceleratorOptions& options);
   ~Accelerator();  // destroys the group if it created it
   Accelerator(const Accelerator&) = delete;
   Accelerator& operator=(const Accelerator&) = delete;
@@ -55,10 +66,18 @@ public:
   // options.seed + epoch when options.shuffle) replaces the loader's own order.
   data::DataLoader prepare(std::shared_ptr<const data::Dataset> dataset, data::DataLoaderOptions options);
 
+  // The autocast region of the chosen mixed precision (a region that casts nothing for "no").
+  amp::AutocastGuard autocast() const;
+  // loss.backward(), with the loss scaled first under f16.
   void backward(const Tensor& loss);
-  // clip_grad_norm_ over `params`, returning the total norm (gradients are identical on every
-  // rank after backward, so every rank clips alike).
+  // optimizer.step(), through the scaler under f16: returns false when the step was skipped
+  // because a gradient was inf or NaN (on any rank), then adjusts the scale.
+  bool step(optim::Optimizer& optimizer);
+  // clip_grad_norm_ over `params`, returning the total norm. Under f16 the prepared optimizer's
+  // gradients are unscaled first, so the threshold applies to the true gradients. Gradients are
+  // identical on every rank after backward, so every rank clips alike.
   double clip_grad_norm_(const TensorList& params, double max_norm);
+  const amp::GradScaler& scaler() const { return scaler_; }
 
   // `local` holds this rank's per-example results of one pass over a loader from prepare(),
   // in loader order; returns every rank's results in the data set's sampler order, without the
@@ -80,7 +99,7 @@ public:
   nn::Module& unwrap_model(nn::Module& model) const;
 
   // One safetensors file, written atomically by the main process: the unwrapped model's
-  // state, the prepared optimizer's and scheduler's, the default generator's state and the
+  // state, the prepared optimizer's and scheduler's, the scaler's, the default generator's and the
   // caller's `metadata` (epoch, step, ...). One file rather than Accelerate's directory, so a
   // crash while saving leaves the previous snapshot whole (docs/decisions.md).
   void save_state(const std::string& path, nn::Module& model, optim::Metadata metadata = {});
@@ -92,6 +111,7 @@ private:
 
   AcceleratorOptions options_;
   bool owns_group_ = false;
+  amp::GradScaler scaler_;
   optim::Optimizer* optimizer_ = nullptr;
   optim::LRScheduler* scheduler_ = nullptr;
 };

@@ -7,6 +7,7 @@
 #include <sstream>
 #include <thread>
 
+#include "amp/grad_scaler.h"
 #include "dist/environment.h"
 #include "dist/process_group_gloo.h"
 #include "dist/tcp_store.h"
@@ -90,9 +91,14 @@ void init_process_group(InitOptions options) {
   group.store = store;
   group.local_rank = env.local_rank;
   group.local_world_size = env.local_world_size;
+  // Every rank must take the same decision to skip an f16 step: a gradient that overflowed on one
+  // rank only (after DDP's averaging, an inf anywhere is an inf everywhere, but a scaler used
+  // without DDP or on local-only gradients would not know) makes all of them skip.
+  amp::set_found_inf_reducer([](Tensor& found_inf) { default_group().all_reduce(found_inf, ReduceOp::MAX)->wait(); });
 }
 
 void destroy_process_group() {
+  amp::set_found_inf_reducer({});
   DefaultGroup& group = state();
   group.group.reset();  // finishes queued collectives, then joins the communication thread
   group.store.reset();

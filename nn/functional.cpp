@@ -2,6 +2,7 @@
 // (kernels: core/kernels/loss.h); mse_loss and dropout are short compositions of ops.
 #include "nn/functional.h"
 
+#include "autograd/autocast_policy.h"
 #include "autograd/function.h"
 #include "autograd/grad_mode.h"
 #include "core/factory.h"
@@ -67,16 +68,28 @@ Tensor class_loss(ClassScores scores, const Tensor& input, const Tensor& target,
 }  // namespace
 
 Tensor cross_entropy(const Tensor& input, const Tensor& target, const CrossEntropyOptions& options) {
+  if (const auto cast = autograd::autocast(autograd::AutocastOp::cross_entropy, input, options.weight)) {
+    CrossEntropyOptions cast_options = options;
+    cast_options.weight = (*cast)[1];
+    return cross_entropy((*cast)[0], target, cast_options);
+  }
   return class_loss(ClassScores::logits, input, target, options.weight, options.ignore_index, options.reduction,
                     options.label_smoothing);
 }
 
 Tensor nll_loss(const Tensor& input, const Tensor& target, const NllLossOptions& options) {
+  if (const auto cast = autograd::autocast(autograd::AutocastOp::nll_loss, input, options.weight)) {
+    NllLossOptions cast_options = options;
+    cast_options.weight = (*cast)[1];
+    return nll_loss((*cast)[0], target, cast_options);
+  }
   return class_loss(ClassScores::log_probabilities, input, target, options.weight, options.ignore_index,
                     options.reduction, /*label_smoothing=*/0.0);
 }
 
 Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction reduction) {
+  if (const auto cast = autograd::autocast(autograd::AutocastOp::mse_loss, input, target))
+    return mse_loss((*cast)[0], (*cast)[1], reduction);
   SG_CHECK(input.sizes() == target.sizes(), "mse_loss: input of shape ", shape_str(input.sizes()),
            " and target of shape ", shape_str(target.sizes()), " differ");
   const Tensor difference = input - target;

@@ -30,10 +30,7 @@ Tensor Linear::forward(const Tensor& input) {
   SG_CHECK(input.dim() >= 1 && input.size(-1) == in_features, "Linear: input of shape ", shape_str(input.sizes()),
            " does not match weight of shape ", shape_str(weight.sizes()), " (the input's last dim must be in_features = ",
            in_features, ")");
-  // A batch of vectors is one GEMM with the bias fused in; other ranks go through matmul.
-  if (input.dim() == 2) return bias.defined() ? addmm(bias, input, weight.t()) : mm(input, weight.t());
-  const Tensor out = matmul(input, weight.t());
-  return bias.defined() ? out + bias : out;
+  return linear(input, weight, bias);
 }
 
 std::string Linear::extra_repr() const {

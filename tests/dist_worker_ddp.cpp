@@ -3,6 +3,7 @@
 //   dist_worker_ddp <scenario> <output dir> [scenario arguments]
 // Each rank writes what the test compares into <output dir>; an sg::Error is printed to stderr
 // and ends the process with exit code 3, which the error-path tests expect.
+#include <cmath>
 #include <cstdlib>
 #include <iostream>
 #include <string>
@@ -92,6 +93,32 @@ void sync_batch_norm(const std::string& out) {
                     {"running_var", bn->running_var}});
 }
 
+// An f16 loss scaler under DDP, with an overflow injected into rank 1's gradients only, after
+// the all-reduce: both ranks must skip that step and halve the scale, then both step.
+void scaler_agreement() {
+  const int rank = dist::get_rank(), world = dist::get_world_size();
+  dist::DistributedDataParallel ddp_model(ddp::make_mlp(1));
+  optim::SGD optimizer(ddp_model.parameters(), {.lr = 0.05});
+  amp::GradScaler scaler;
+  const auto [begin, end] = ddp::shard(rank, world, ddp::kGlobalBatch);
+  for (int step = 0; step < 2; ++step) {
+    const auto [x, y] = ddp::batch(step);
+    optimizer.zero_grad();
+    scaler.scale(nn::functional::mse_loss(ddp_model(x.narrow(0, begin, end - begin)), y.narrow(0, begin, end - begin)))
+        .backward();
+    if (step == 0 && rank == 1) {
+      NoGradGuard no_grad;
+      ddp_model.parameters()[0].mutable_grad().view({-1}).narrow(0, 0, 1).fill_(INFINITY);
+    }
+    const bool stepped = scaler.step(optimizer);
+    scaler.update();
+    SG_CHECK(stepped == (step == 1), "rank ", rank, " step ", step, ": stepped = ", stepped);
+  }
+  SG_CHECK(scaler.get_scale() == 32768.0 && scaler.skipped_steps() == 1, "rank ", rank, ": scale ",
+           scaler.get_scale(), ", skipped ", scaler.skipped_steps());
+  std::cout << "rank " << rank << ": skipped 1, scale " << scaler.get_scale() << "\n";
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -112,6 +139,8 @@ int main(int argc, char** argv) {
       mismatched_models();
     else if (scenario == "syncbn")
       sync_batch_norm(out);
+    else if (scenario == "scaler")
+      scaler_agreement();
     else
       SG_CHECK(false, "unknown scenario '", scenario, "'");
     dist::destroy_process_group();

@@ -150,3 +150,11 @@ TEST_CASE("SyncBatchNorm on 2 and 3 ranks equals BatchNorm on the whole batch") 
     CHECK(test::max_abs_diff(grad_bias, bn.bias.grad()) < 1e-12);
   }
 }
+
+TEST_CASE("GradScaler under DDP: an overflow on one rank only makes every rank skip the step") {
+  test::TempDir out;
+  const auto result = test::run_ranks(SG_DIST_WORKER_DDP, 2, {"scaler", out.path()});
+  INFO(result.summary());
+  REQUIRE(result.all_succeeded());
+  for (int rank = 0; rank < 2; ++rank) CHECK(result.output(rank).find("skipped 1, scale 32768") != std::string::npos);
+}

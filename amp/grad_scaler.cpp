@@ -1,0 +1,169 @@
+#include "amp/grad_scaler.h"
+
+#include <cmath>
+#include <mutex>
+#include <utility>
+
+#include <nlohmann/json.hpp>
+
+#include "autograd/grad_mode.h"
+#include "autograd/ops_pointwise.h"
+#include "core/factory.h"
+#include "core/kernels/amp.h"
+
+namespace sg::amp {
+
+namespace {
+
+std::mutex reducer_mutex;
+FoundInfReducer found_inf_reducer;  // guarded by reducer_mutex
+
+void reduce_found_inf(Tensor& found_inf) {
+  FoundInfReducer reducer;
+  {
+    std::lock_guard<std::mutex> lock(reducer_mutex);
+    reducer = found_inf_reducer;
+  }
+  if (reducer) reducer(found_inf);
+}
+
+void check_factors(const char* where, double scale, double growth_factor, double backoff_factor,
+                   int64_t growth_interval) {
+  SG_CHECK(std::isfinite(scale) && scale > 0, where, ": the scale must be positive and finite, got ", scale);
+  SG_CHECK(growth_factor > 1.0, where, ": growth_factor must be > 1, got ", growth_factor);
+  SG_CHECK(backoff_factor > 0.0 && backoff_factor < 1.0, where, ": backoff_factor must be in (0, 1), got ", backoff_factor);
+  SG_CHECK(growth_interval > 0, where, ": growth_interval must be positive, got ", growth_interval);
+}
+
+}  // namespace
+
+void set_found_inf_reducer(FoundInfReducer reducer) {
+  std::lock_guard<std::mutex> lock(reducer_mutex);
+  found_inf_reducer = std::move(reducer);
+}
+
+// ---- state ----
+
+std::string GradScalerState::to_json() const {
+  return nlohmann::json{{"scale", scale}, {"growth_factor", growth_factor}, {"backoff_factor", backoff_factor},
+                        {"growth_interval", growth_interval}, {"growth_tracker", growth_tracker},
+                        {"skipped_steps", skipped_steps}}
+      .dump();
+}
+
+GradScalerState GradScalerState::from_json(const std::string& text) {
+  try {
+    const nlohmann::json value = nlohmann::json::parse(text);
+    return {value.at("scale").get<double>(),           value.at("growth_factor").get<double>(),
+            value.at("backoff_factor").get<double>(),  value.at("growth_interval").get<int64_t>(),
+            value.at("growth_tracker").get<int64_t>(), value.at("skipped_steps").get<int64_t>()};
+  } catch (const nlohmann::json::exception& error) {
+    throw Error(detail::concat("GradScalerState::from_json: not a saved GradScaler state (", error.what(), "): ", text));
+  }
+}
+
+// ---- the scaler ----
+
+GradScaler::GradScaler(GradScalerOptions options)
+    : options_(options), scale_(static_cast<float>(options.init_scale)) {
+  check_factors("GradScaler", options.init_scale, options.growth_factor, options.backoff_factor,
+                options.growth_interval);
+}
+
+double GradScaler::get_scale() const { return options_.enabled ? scale_ : 1.0; }
+
+Tensor GradScaler::scale(const Tensor& loss) const {
+  if (!options_.enabled) return loss;
+  SG_CHECK(is_floating(loss.dtype()), "GradScaler::scale: expected a floating loss, got ", loss.dtype());
+  return loss * full({}, scale_, {DType::f32, loss.device()});
+}
+
+void GradScaler::unscale_(optim::Optimizer& optimizer) {
+  if (!options_.enabled) return;
+  OptimizerRecord& record = records_[&optimizer];
+  SG_CHECK(record.stage != Stage::unscaled, "GradScaler::unscale_: already called on this ", optimizer.type_name(),
+           " optimizer since the last update() (once per step: the gradients are already unscaled)");
+  SG_CHECK(record.stage != Stage::stepped, "GradScaler::unscale_: called after step() on this ", optimizer.type_name(),
+           " optimizer; call it before step(), once per iteration, then update()");
+  // 1/scale in double, rounded once to f32, as torch does (for a power-of-two scale it is exact).
+  const double inv_scale = static_cast<float>(1.0 / static_cast<double>(scale_));
+  Tensor found_inf = zeros({1}, {DType::f32});
+  NoGradGuard no_grad;
+  for (const Tensor& param : optimizer.all_params()) {
+    const Tensor& grad = param.grad();
+    if (!grad.defined()) continue;
+    SG_CHECK(grad.dtype() != DType::f16, "GradScaler::unscale_: a parameter of shape ", shape_str(param.sizes()),
+             " has an f16 gradient; unscaled f16 gradients underflow, which the scaler exists to prevent. Keep the "
+             "parameters in f32 and let autocast cast them (their gradients are then f32)");
+    kernels::non_finite_check_and_unscale_(grad, found_inf, inv_scale);
+  }
+  reduce_found_inf(found_inf);
+  record.found_inf = found_inf.item<float>() > 0;
+  record.stage = Stage::unscaled;
+}
+
+bool GradScaler::step(optim::Optimizer& optimizer) {
+  if (!options_.enabled) {
+    optimizer.step();
+    return true;
+  }
+  SG_CHECK(records_[&optimizer].stage != Stage::stepped, "GradScaler::step: already called on this ",
+           optimizer.type_name(), " optimizer since the last update()");
+  if (records_[&optimizer].stage == Stage::ready) unscale_(optimizer);
+  OptimizerRecord& record = records_[&optimizer];
+  record.stage = Stage::stepped;
+  if (record.found_inf) return false;  // the parameters and the optimizer's state stay as they were
+  optimizer.step();
+  return true;
+}
+
+void GradScaler::update(std::optional<double> new_scale) {
+  if (!options_.enabled) return;
+  if (new_scale) {
+    check_factors("GradScaler::update", *new_scale, options_.growth_factor, options_.backoff_factor,
+                  options_.growth_interval);
+    scale_ = static_cast<float>(*new_scale);
+  } else {
+    SG_CHECK(!records_.empty(), "GradScaler::update: no inf checks were recorded since the last update(); call "
+             "step(optimizer) (or unscale_) first");
+    bool found_inf = false;
+    for (const auto& [optimizer, record] : records_) found_inf = found_inf || record.found_inf;
+    // torch's _amp_update_scale_
+    if (found_inf) {
+      scale_ = static_cast<float>(scale_ * options_.backoff_factor);
+      growth_tracker_ = 0;
+      ++skipped_steps_;
+    } else if (growth_tracker_ + 1 == options_.growth_interval) {
+      const float grown = static_cast<float>(scale_ * options_.growth_factor);
+      if (std::isfinite(grown)) scale_ = grown;
+      growth_tracker_ = 0;
+    } else {
+      ++growth_tracker_;
+    }
+  }
+  records_.clear();
+}
+
+GradScalerState GradScaler::state_dict() const {
+  if (!options_.enabled) return {};
+  return {scale_, options_.growth_factor, options_.backoff_factor, options_.growth_interval, growth_tracker_,
+          skipped_steps_};
+}
+
+void GradScaler::load_state_dict(const GradScalerState& state) {
+  if (!options_.enabled) return;  // as torch: a disabled scaler has no state to restore
+  check_factors("GradScaler::load_state_dict", state.scale, state.growth_factor, state.backoff_factor,
+                state.growth_interval);
+  SG_CHECK(state.growth_tracker >= 0 && state.growth_tracker < state.growth_interval,
+           "GradScaler::load_state_dict: growth_tracker must be in [0, growth_interval = ", state.growth_interval,
+           "), got ", state.growth_tracker);
+  SG_CHECK(state.skipped_steps >= 0, "GradScaler::load_state_dict: skipped_steps must be >= 0, got ", state.skipped_steps);
+  scale_ = static_cast<float>(state.scale);
+  options_.growth_factor = state.growth_factor;
+  options_.backoff_factor = state.backoff_factor;
+  options_.growth_interval = state.growth_interval;
+  growth_tracker_ = state.growth_tracker;
+  skipped_steps_ = state.skipped_steps;
+}
+
+}  // namespace sg::amp

@@ -1,0 +1,108 @@
+#pragma once
+// defines: amp::GradScaler, GradScalerOptions, GradScalerState, FoundInfReducer,
+//          set_found_inf_reducer — dynamic loss scaling for f16 training, as torch.amp.GradScaler.
+//
+// Why: an f16 gradient below ~6e-8 rounds to zero, and many gradients are that small. Multiplying
+// the loss by a large scale S multiplies every gradient by S too (backward is linear), lifting
+// them into f16's range; unscale_ divides the f32 parameter gradients by S before the optimizer
+// uses them. If S is too large, some gradient overflows to inf/NaN: that step is skipped and S
+// is halved. After growth_interval clean steps in a row, S is doubled to try a larger one again.
+// bf16 has f32's exponent range and needs no scaler.
+//
+//   amp::GradScaler scaler;
+//   for (batch ...) {
+//     optimizer.zero_grad();
+//     Tensor loss;
+//     { amp::AutocastGuard autocast(DType::f16); loss = F::cross_entropy(model(x), y); }
+//     scaler.scale(loss).backward();
+//     scaler.unscale_(optimizer);               // optional: only to clip or inspect true gradients
+//     optim::clip_grad_norm_(params, 1.0);
+//     bool stepped = scaler.step(optimizer);    // false: inf/NaN found, nothing was updated
+//     scaler.update();
+//   }
+//
+// docs/amp.md shows how the scale moves and when a step is skipped.
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+
+#include "optim/optimizer.h"
+
+namespace sg::amp {
+
+struct GradScalerOptions {
+  double init_scale = 65536.0;   // 2^16
+  double growth_factor = 2.0;
+  double backoff_factor = 0.5;
+  int64_t growth_interval = 2000;
+  bool enabled = true;           // false: scale() returns the loss as is, step() just steps
+};
+
+// What a checkpoint keeps (the fields of torch's GradScaler.state_dict(), plus the skip count).
+struct GradScalerState {
+  double scale = 65536.0;
+  double growth_factor = 2.0;
+  double backoff_factor = 0.5;
+  int64_t growth_interval = 2000;
+  int64_t growth_tracker = 0;   // clean steps since the scale last changed
+  int64_t skipped_steps = 0;
+
+  // As JSON text, for a checkpoint's metadata (optim::save_checkpoint's `metadata`, key
+  // "grad_scaler" by convention); from_json throws naming a missing or malformed field.
+  std::string to_json() const;
+  static GradScalerState from_json(const std::string& text);
+};
+
+// Under data parallelism every rank must skip the same steps, or their parameters drift apart.
+// The dist layer registers a reducer when a process group starts: it receives the one-element
+// f32 found_inf flag (1: this rank found inf/NaN) and must leave in it a value > 0 if any rank's
+// flag was 1 (an all-reduce with MAX or SUM).
+// unscale_ calls it once per optimizer per step; with none registered the flag stays local.
+using FoundInfReducer = std::function<void(Tensor& found_inf)>;
+void set_found_inf_reducer(FoundInfReducer reducer);  // an empty function removes it
+
+class GradScaler {
+public:
+  explicit GradScaler(GradScalerOptions options = {});
+
+  // loss * scale, computed in f32 (an f16 loss gives an f32 product, which cannot overflow).
+  Tensor scale(const Tensor& loss) const;
+  // Divides the gradients of `optimizer`'s parameters by the scale in place and records whether
+  // any was inf/NaN (all-reduced through the registered reducer). At most once per optimizer
+  // between two update() calls, and before step(); f16 gradients are refused (keep parameters
+  // in f32: their gradients are f32).
+  void unscale_(optim::Optimizer& optimizer);
+  // unscale_ (unless already done), then optimizer.step() if every gradient was finite. Returns
+  // whether it stepped; a skipped step changes neither parameters nor optimizer state.
+  bool step(optim::Optimizer& optimizer);
+  // Moves the scale, once per iteration after step(): on inf/NaN scale *= backoff_factor and the
+  // growth tracker restarts; otherwise the tracker counts one more clean step, and when it reaches
+  // growth_interval, scale *= growth_factor (if that stays finite in f32) and the tracker restarts.
+  // `new_scale` instead sets the scale directly. Throws if no optimizer was stepped or unscaled.
+  void update(std::optional<double> new_scale = std::nullopt);
+
+  double get_scale() const;  // 1 when disabled
+  int64_t growth_tracker() const { return growth_tracker_; }
+  int64_t skipped_steps() const { return skipped_steps_; }  // updates that found inf/NaN
+  bool is_enabled() const { return options_.enabled; }
+
+  GradScalerState state_dict() const;
+  void load_state_dict(const GradScalerState& state);  // throws on invalid factors or scale
+
+private:
+  enum class Stage { ready, unscaled, stepped };
+  struct OptimizerRecord {
+    Stage stage = Stage::ready;
+    bool found_inf = false;
+  };
+
+  GradScalerOptions options_;
+  float scale_;  // f32, as torch keeps it: growth stops where the scale would overflow f32
+  int64_t growth_tracker_ = 0;
+  int64_t skipped_steps_ = 0;
+  std::map<const optim::Optimizer*, OptimizerRecord> records_;  // optimizers seen since update()
+};
+
+}  // namespace sg::amp
