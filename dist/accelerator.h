@@ -34,7 +34,7 @@
 namespace sg::dist {
 
 struct AcceleratorOptions {
-  DDPOptions ddp;
+  DDPOptions ddp = {};
   bool sync_batchnorm = false;  // convert BatchNorm layers to SyncBatchNorm in prepare(model)
   // "no", "f16" (autocast to f16 and a GradScaler) or "bf16" (autocast only: bf16 has f32's
   // range, so gradients do not underflow and need no scaling). docs/amp.md.

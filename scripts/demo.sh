@@ -1,10 +1,14 @@
 #!/usr/bin/env bash
-# The main job: installs dependencies, builds, and trains the CNN on Fashion-MNIST (4 epochs,
-# batch 64, Adam lr 0.005), printing progress and the test accuracy after every epoch.
-# Extra arguments go to train_cnn (see build/apps/train_cnn --help).
+# The main job: installs dependencies, builds, and trains the CNN on Fashion-MNIST data-parallel
+# on 2 processes (sgrun, DDP over Gloo): 4 epochs, 32 images per process and step (the recipe's
+# global batch of 64), Adam lr 0.005, printing progress and the test accuracy after every epoch.
+# Extra arguments go to train_cnn (see build/apps/train_cnn --help); NPROC=1 trains on one process.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
 scripts/build.sh
-threads=$(nproc 2>/dev/null || echo 1)
-build/apps/train_cnn --threads "$threads" --log build/train_cnn.csv "$@"
+nproc_per_node=${NPROC:-2}
+cores=$(nproc 2>/dev/null || echo 1)
+threads=$(( cores / nproc_per_node > 0 ? cores / nproc_per_node : 1 ))
+build/apps/sgrun --standalone --nproc-per-node "$nproc_per_node" \
+  build/apps/train_cnn --threads "$threads" --batch-size $(( 64 / nproc_per_node )) --log build/train_cnn.csv "$@"

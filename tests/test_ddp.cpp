@@ -158,3 +158,11 @@ TEST_CASE("GradScaler under DDP: an overflow on one rank only makes every rank s
   REQUIRE(result.all_succeeded());
   for (int rank = 0; rank < 2; ++rank) CHECK(result.output(rank).find("skipped 1, scale 32768") != std::string::npos);
 }
+
+TEST_CASE("Accelerator on 2 ranks: gather_for_metrics returns the data set once, in order; state saved once loads everywhere") {
+  test::TempDir out;
+  const auto result = test::run_ranks(SG_DIST_WORKER_DDP, 2, {"accelerator", out.path()});
+  INFO(result.summary());
+  REQUIRE(result.all_succeeded());
+  for (int rank = 0; rank < 2; ++rank) CHECK(result.output(rank).find("accelerator ok") != std::string::npos);
+}

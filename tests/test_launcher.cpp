@@ -11,6 +11,9 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
 #include <map>
 #include <string>
 #include <vector>
@@ -90,6 +93,7 @@ public:
   }
 
   void send(int signal) { ::kill(pid_, signal); }
+  pid_t pid() const { return pid_; }
 
   // Reads everything and reaps sgrun; a run past the deadline fails the test.
   Finished finish(double timeout_seconds = 10) {
@@ -359,3 +363,47 @@ TEST_CASE("sgrun reports bad flags and a program that cannot start") {
   CHECK(unknown.exit_code == 2);
   CHECK(contains(unknown.err, "unknown option --nproc-per-nod"));
 }
+
+#ifdef SG_TRAIN_CNN
+namespace {
+// The processes whose parent is `parent` (read from /proc/<pid>/stat: "pid (name) state ppid ...").
+std::vector<pid_t> children_of(pid_t parent) {
+  std::vector<pid_t> children;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
+    const std::string name = entry.path().filename().string();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::ifstream stat(entry.path() / "stat");
+    std::string line;
+    std::getline(stat, line);
+    const size_t close = line.rfind(')');
+    if (close == std::string::npos) continue;
+    std::istringstream rest(line.substr(close + 2));
+    char state = 0;
+    pid_t ppid = 0;
+    rest >> state >> ppid;
+    if (ppid == parent) children.push_back(std::stoi(name));
+  }
+  return children;
+}
+}  // namespace
+
+TEST_CASE("train_cnn under sgrun survives a worker killed with SIGKILL: the group restarts and resumes from its snapshot") {
+  const std::string snapshot = "test_launcher_snapshot.safetensors";
+  std::filesystem::remove(snapshot);
+  Sgrun sgrun({"--standalone", "--nproc-per-node", "2", "--max-restarts", "1", "--grace-seconds", "2", SG_TRAIN_CNN,
+               "--epochs", "2", "--train-subset", "3000", "--batch-size", "32", "--snapshot", snapshot});
+  REQUIRE(sgrun.wait_for_output("epoch 1: test loss", 1, 120));
+  // Epoch 2 is under way (3000 images take seconds): kill one worker the way the OOM killer would.
+  const std::vector<pid_t> workers = children_of(sgrun.pid());
+  REQUIRE(workers.size() == 2);
+  ::kill(workers[1], SIGKILL);
+  const Finished run = sgrun.finish(180);
+  INFO(run.out, run.err);
+  CHECK(run.exit_code == 0);
+  CHECK(contains(run.err, "restarting (attempt 1 of 1)"));
+  CHECK(contains(run.out, "resumed from " + snapshot + " after epoch 1"));
+  CHECK(contains(run.out, "epoch 2: test loss"));
+  CHECK(!contains(run.out, "epoch 1/2"));  // the restarted group did not train epoch 1 again
+  std::filesystem::remove(snapshot);
+}
+#endif
