@@ -42,6 +42,7 @@ struct Config {
   int64_t train_subset = 0;  // 0: the whole training set
   bool sync_bn = false;
   std::string ddp_trace;
+  double bucket_mb = 25;
   std::string amp = "none";  // none, f16 or bf16
 };
 
@@ -94,6 +95,7 @@ int run(const Config& config) {
   // and f16 also scales the loss (bf16 has f32's range and needs no scaler).
   sg::dist::AcceleratorOptions options;
   options.ddp.trace_path = config.ddp_trace;
+  options.ddp.bucket_cap_mb = config.bucket_mb;
   options.sync_batchnorm = config.sync_bn;
   options.mixed_precision = config.amp == "none" ? "no" : config.amp;
   sg::dist::Accelerator accelerator(options);
@@ -218,6 +220,8 @@ int main(int argc, char** argv) {
   app.add_option("--amp", config.amp, "Mixed precision: none, f16 (autocast + loss scaler) or bf16 (autocast)")
       ->check(CLI::IsMember({"none", "f16", "bf16"}))->capture_default_str();
   app.add_flag("--sync-bn", config.sync_bn, "Under sgrun: BatchNorm statistics over all processes' batches (SyncBatchNorm)");
+  app.add_option("--bucket-mb", config.bucket_mb, "Under sgrun: DDP's gradient bucket size in MB")
+      ->check(CLI::PositiveNumber)->capture_default_str();
   app.add_option("--ddp-trace", config.ddp_trace,
                  "Under sgrun: write a Chrome trace (ui.perfetto.dev) of the first backwards and DDP's bucket all-reduces");
   app.add_option("--log", config.log, "CSV of step, epoch, loss, lr, accuracy");
