@@ -2,10 +2,14 @@
 // torchrun / sgrun, Slurm's srun or Open MPI's mpirun set (a map stands in for the environment).
 #include <doctest/doctest.h>
 
+#include <cstdlib>
 #include <map>
 
 #include "core/error.h"
+#include "dist/accelerator.h"
+#include "dist/dist.h"
 #include "dist/environment.h"
+#include "dist/launcher.h"
 
 using namespace sg;
 using namespace sg::dist;
@@ -170,4 +174,20 @@ TEST_CASE("a missing or malformed variable is an error naming it") {
                        doctest::Contains("MASTER_PORT='http' is not a whole number"), Error);
   CHECK_THROWS_WITH_AS(read({{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_PORT", "70000"}}),
                        doctest::Contains("MASTER_PORT=70000 is not a TCP port"), Error);
+}
+
+TEST_CASE("the Accelerator joins a process group from Slurm's variables as it does from sgrun's") {
+  REQUIRE(std::getenv("RANK") == nullptr);  // only Slurm's variables below
+  const std::string port = std::to_string(find_free_port());
+  const Variables slurm_task = {{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "1"}, {"SLURM_LOCALID", "0"},
+                                {"SLURM_TASKS_PER_NODE", "1"}, {"MASTER_PORT", port}};
+  for (const auto& [name, value] : slurm_task) ::setenv(name.c_str(), value.c_str(), 1);
+  {
+    Accelerator accelerator;
+    CHECK(is_initialized());
+    CHECK(accelerator.num_processes() == 1);
+    CHECK(get_local_world_size() == 1);
+  }
+  CHECK_FALSE(is_initialized());  // the Accelerator that started the group ends it
+  for (const auto& [name, value] : slurm_task) ::unsetenv(name.c_str());
 }
