@@ -5,9 +5,15 @@
 //   ADD   the delta (i64)                         reply: status (0: the key holds no integer),
 //                                                        then the new value (i64)
 //   CHECK nothing                                 reply: status (1 present, 0 absent)
+//   HELLO nothing; the key is the client's rank   reply: status
 // Integers are in host byte order: the ranks of one job run the same binary on the same
 // kind of machine. GET blocks in the server (on a condition variable) rather than polling, so
 // rendezvous costs one round trip per key.
+//
+// Note [Departure marks]
+// A client that said HELLO is a rank. When its connection closes — the process exited, crashed
+// or was killed, which closes every socket it held — the server sets "departed/<rank>". After a
+// failed collective that tells a rank that died (departed) from one that is alive but elsewhere.
 #include "dist/tcp_store.h"
 
 #include <netdb.h>
@@ -29,7 +35,7 @@ namespace sg::dist {
 
 namespace {
 
-enum Command : uint8_t { kSet = 1, kGet = 2, kAdd = 3, kCheck = 4 };
+enum Command : uint8_t { kSet = 1, kGet = 2, kAdd = 3, kCheck = 4, kHello = 5 };
 
 bool send_all(int fd, const void* data, size_t size) {
   const char* bytes = static_cast<const char*>(data);
@@ -132,6 +138,18 @@ private:
   }
 
   void serve(int fd) {
+    int rank = -1;  // set by HELLO
+    serve_requests(fd, rank);
+    if (rank < 0) return;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      values_["departed/" + std::to_string(rank)] = {'1'};  // Note [Departure marks]
+    }
+    changed_.notify_all();
+  }
+
+  // Answers `fd`'s requests until it closes the connection (or breaks the protocol).
+  void serve_requests(int fd, int& rank) {
     for (;;) {
       uint8_t command = 0;
       std::vector<char> key_bytes;
@@ -184,6 +202,9 @@ private:
       } else if (command == kCheck) {
         std::lock_guard<std::mutex> lock(mutex_);
         reply.push_back(values_.count(key) > 0 ? 1 : 0);
+      } else if (command == kHello) {
+        if (std::from_chars(key.data(), key.data() + key.size(), rank).ec != std::errc()) return;  // not our protocol
+        reply.push_back(1);
       } else {
         return;  // not our protocol: drop the connection
       }
@@ -307,6 +328,8 @@ int64_t TcpStore::add(const std::string& key, int64_t delta) {
   std::memcpy(&total, reply.data() + 1, sizeof total);
   return total;
 }
+
+void TcpStore::register_rank(int rank) { call(request_for(kHello, std::to_string(rank)), "hello"); }
 
 bool TcpStore::check(const std::vector<std::string>& keys) {
   for (const std::string& key : keys)

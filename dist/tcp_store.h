@@ -34,6 +34,9 @@ public:
   int64_t add(const std::string& key, int64_t delta);
   // Whether every key exists now (no waiting).
   bool check(const std::vector<std::string>& keys);
+  // Tells the server that this connection is rank `rank`: when it closes (this process ends,
+  // however it ends), the server sets "departed/<rank>" (Note [Departure marks]).
+  void register_rank(int rank);
 
   void set_timeout(std::chrono::milliseconds timeout) { timeout_ = timeout; }
   std::chrono::milliseconds timeout() const { return timeout_; }

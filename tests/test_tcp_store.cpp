@@ -132,6 +132,19 @@ TEST_CASE("wait with a timeout fails naming the first missing key and the addres
   CHECK(std::chrono::steady_clock::now() - start < 1500ms);
 }
 
+TEST_CASE("when a registered rank's connection closes, the store marks it departed") {
+  Store store;
+  store.server.register_rank(0);
+  auto rank1 = store.client();
+  rank1->register_rank(1);
+  auto unregistered = store.client();
+  CHECK_FALSE(store.server.check({"departed/1"}));
+  unregistered.reset();
+  rank1.reset();  // as when its process ends, however it ends
+  store.server.wait({"departed/1"}, 1000ms);
+  CHECK_FALSE(store.server.check({"departed/0"}));  // still connected
+}
+
 TEST_CASE("destroying the server while a client is blocked in get ends the get with an error, not a hang") {
   auto store = std::make_unique<Store>();
   auto client = store->client(60000ms);
