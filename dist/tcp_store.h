@@ -2,7 +2,8 @@
 // defines: dist::TcpStore — the small key-value store the ranks meet at (rendezvous). Rank 0
 //          hosts it on MASTER_ADDR:MASTER_PORT; every rank (rank 0 too) is a client. Gloo uses it
 //          to exchange the ranks' addresses when it connects them (gloo::rendezvous::Store), and
-//          we use it to count arrivals and to tell, after a failure, how far each rank got.
+//          we use it to count arrivals and to tell, after a failure, how far each rank got and
+//          which ranks are gone.
 #include <chrono>
 #include <cstdint>
 #include <memory>
