@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <cstdlib>
 
 #include <nlohmann/json.hpp>
 
@@ -10,6 +9,7 @@
 #include "core/generator.h"
 #include "data/distributed_sampler.h"
 #include "dist/dist.h"
+#include "dist/environment.h"
 #include "dist/sync_batchnorm.h"
 #include "optim/clip_grad.h"
 
@@ -21,7 +21,7 @@ Accelerator::Accelerator(const AcceleratorOptions& options)
     : options_(options), scaler_({.enabled = options_.mixed_precision == "f16"}) {
   SG_CHECK(options_.mixed_precision == "no" || options_.mixed_precision == "f16" || options_.mixed_precision == "bf16",
            "Accelerator: mixed_precision must be \"no\", \"f16\" or \"bf16\", got \"", options_.mixed_precision, "\"");
-  if (!is_initialized() && std::getenv("WORLD_SIZE") != nullptr) {
+  if (!is_initialized() && launch_environment().has_value()) {
     init_process_group();
     owns_group_ = true;
   }

@@ -43,8 +43,9 @@ struct AcceleratorOptions {
 
 class Accelerator {
 public:
-  // Under a launcher (WORLD_SIZE in the environment) initialises the default process group
-  // from the environment, unless the program already did; otherwise runs as one process.
+  // Under a launcher (sgrun / torchrun, srun or mpirun variables in the environment:
+  // dist/environment.h) initialises the default process group from the environment, unless the
+  // program already did; otherwise runs as one process.
   Accelerator();
   explicit Accelerator(const AcceleratorOptions& options);
   ~Accelerator();  // destroys the group if it created it

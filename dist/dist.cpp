@@ -85,6 +85,7 @@ void init_process_group(InitOptions options) {
   std::signal(SIGPIPE, SIG_IGN);  // Gloo writes without MSG_NOSIGNAL: a dead peer must be an error, not a signal
 
   auto store = std::make_shared<TcpStore>(env.master_addr, env.master_port, env.rank == 0, options.timeout);
+  store->register_rank(env.rank);  // so a failed collective can tell a rank that exited (dist/tcp_store.cpp)
   wait_for_all_ranks(*store, env.rank, env.world_size, options.timeout);
   DefaultGroup& group = state();
   group.group = std::make_unique<ProcessGroupGloo>(store, env.rank, env.world_size, options.timeout, options.debug);

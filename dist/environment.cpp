@@ -1,6 +1,9 @@
 #include "dist/environment.h"
 
+#include <charconv>
 #include <cstdlib>
+#include <string_view>
+#include <vector>
 
 #include "core/error.h"
 
@@ -13,27 +16,91 @@ struct Names {
   const char* rank;
   const char* world_size;
   const char* local_rank;
-  const char* local_world_size;
+  const char* local_world_size;  // nullptr: Slurm, see slurm_tasks_on_this_node
 };
 
 constexpr Names kLaunchers[] = {
     {"torchrun", "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE"},
-    {"slurm", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", "SLURM_NTASKS_PER_NODE"},
+    {"slurm", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", nullptr},
     {"openmpi", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK",
      "OMPI_COMM_WORLD_LOCAL_SIZE"},
 };
 
+// Parses the whole of `text` (no sign, space or suffix left over) or returns false.
+bool parse_whole(std::string_view text, int& value) {
+  const char* end = text.data() + text.size();
+  const auto parsed = std::from_chars(text.data(), end, value);
+  return !text.empty() && parsed.ec == std::errc() && parsed.ptr == end;
+}
+
 int parse_int(const char* name, const std::string& value) {
-  size_t used = 0;
   int parsed = 0;
-  try {
-    parsed = std::stoi(value, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  SG_CHECK(used == value.size() && !value.empty(), "distributed environment: ", name, "='", value,
-           "' is not a whole number");
+  SG_CHECK(parse_whole(value, parsed), "distributed environment: ", name, "='", value, "' is not a whole number");
   return parsed;
+}
+
+// "3(x2),1" -> {3, 3, 1}; nullopt when `list` is not such a list or names more nodes than
+// `world_size` (every node runs at least one task).
+std::optional<std::vector<int>> expand_task_counts(std::string_view list, int world_size) {
+  std::vector<int> counts;
+  for (;;) {
+    const std::string_view entry = list.substr(0, list.find(','));
+    const size_t repeat_at = entry.find("(x");
+    int tasks = 0;
+    int repeat = 1;
+    if (!parse_whole(entry.substr(0, repeat_at), tasks) || tasks < 1) return std::nullopt;
+    if (repeat_at != std::string_view::npos &&
+        (entry.back() != ')' || !parse_whole(entry.substr(repeat_at + 2, entry.size() - repeat_at - 3), repeat) ||
+         repeat < 1))
+      return std::nullopt;
+    if (repeat > world_size - static_cast<int>(counts.size())) return std::nullopt;
+    counts.insert(counts.end(), static_cast<size_t>(repeat), tasks);
+    if (entry.size() == list.size()) return counts;
+    list.remove_prefix(entry.size() + 1);
+  }
+}
+
+// Note [Slurm's tasks per node]
+// Slurm has no "tasks on this node" variable. SLURM_STEP_TASKS_PER_NODE (the srun step) and
+// SLURM_TASKS_PER_NODE (the job) list every node's count in node order, run-length encoded
+// ("3(x2),1" means 3, 3, 1), and SLURM_NODEID says which entry is this node.
+// SLURM_NTASKS_PER_NODE (set only by --ntasks-per-node) is one number for every node; a list of
+// one entry reads the same way.
+int slurm_tasks_on_this_node(const EnvLookup& lookup, int world_size) {
+  for (const char* name : {"SLURM_STEP_TASKS_PER_NODE", "SLURM_TASKS_PER_NODE", "SLURM_NTASKS_PER_NODE"}) {
+    const auto list = lookup(name);
+    if (!list) continue;
+    const auto counts = expand_task_counts(*list, world_size);
+    SG_CHECK(counts.has_value(), "distributed environment: ", name, "='", *list,
+             "' is not a Slurm task count list such as '3(x2),1' for SLURM_NTASKS=", world_size);
+    if (counts->size() == 1) return counts->front();
+    const auto node_id = lookup("SLURM_NODEID");
+    SG_CHECK(node_id.has_value(), "distributed environment: ", name, "='", *list,
+             "' lists several nodes but SLURM_NODEID (which one is this) is not set");
+    const int node = parse_int("SLURM_NODEID", *node_id);
+    SG_CHECK(node >= 0 && node < static_cast<int>(counts->size()), "distributed environment: SLURM_NODEID=", node,
+             " but ", name, "='", *list, "' lists ", counts->size(), " nodes");
+    return (*counts)[static_cast<size_t>(node)];
+  }
+  return world_size;  // none of them: assume one machine
+}
+
+// "gpu[07-09,12],cpu1" -> "gpu07": the first host of a Slurm node list, where rank 0 runs.
+std::string first_slurm_host(const std::string& nodelist) {
+  std::string host;
+  for (size_t i = 0; i < nodelist.size() && nodelist[i] != ','; ++i) {
+    if (nodelist[i] != '[') {
+      host += nodelist[i];
+      continue;
+    }
+    const size_t close = nodelist.find(']', i);
+    SG_CHECK(close != std::string::npos, "distributed environment: SLURM_JOB_NODELIST='", nodelist,
+             "' has an unclosed '['");
+    const std::string range = nodelist.substr(i + 1, close - i - 1);
+    host += range.substr(0, range.find_first_of("-,"));
+    i = close;
+  }
+  return host;
 }
 
 }  // namespace
@@ -49,7 +116,7 @@ std::optional<LaunchEnvironment> launch_environment(const EnvLookup& lookup_or_e
     const auto world_size = lookup(names.world_size);
     SG_CHECK(world_size.has_value(), "distributed environment: ", names.rank, " is set but ", names.world_size,
              " is not (", names.source, " sets ", names.rank, ", ", names.world_size, ", ", names.local_rank, " and ",
-             names.local_world_size, ")");
+             names.local_world_size ? names.local_world_size : "SLURM_TASKS_PER_NODE", ")");
     LaunchEnvironment env;
     env.source = names.source;
     env.rank = parse_int(names.rank, *rank);
@@ -58,11 +125,28 @@ std::optional<LaunchEnvironment> launch_environment(const EnvLookup& lookup_or_e
              names.rank, "=", env.rank, " is not in [0, ", names.world_size, "=", env.world_size, ")");
     // Without local variables, assume one machine.
     const auto local_rank = lookup(names.local_rank);
-    const auto local_world_size = lookup(names.local_world_size);
     env.local_rank = local_rank ? parse_int(names.local_rank, *local_rank) : env.rank;
-    env.local_world_size =
-        local_world_size ? parse_int(names.local_world_size, *local_world_size) : env.world_size;
-    if (const auto addr = lookup("MASTER_ADDR")) env.master_addr = *addr;
+    if (!names.local_world_size) {
+      env.local_world_size = slurm_tasks_on_this_node(lookup, env.world_size);
+    } else if (const auto local_world_size = lookup(names.local_world_size)) {
+      env.local_world_size = parse_int(names.local_world_size, *local_world_size);
+    } else {
+      env.local_world_size = env.world_size;
+    }
+    SG_CHECK(env.local_rank >= 0 && env.local_rank < env.local_world_size, "distributed environment: ",
+             names.local_rank, "=", env.local_rank, " is not in [0, ", env.local_world_size,
+             ") (the number of processes on this machine)");
+
+    if (const auto addr = lookup("MASTER_ADDR")) {
+      env.master_addr = *addr;
+    } else if (env.local_world_size < env.world_size) {
+      // Several machines, and 127.0.0.1 would be a different machine for each of them.
+      const auto nodelist = lookup("SLURM_JOB_NODELIST");
+      SG_CHECK(env.source == "slurm" && nodelist, "distributed environment: the ", env.source, " job spans several "
+               "machines (", env.local_world_size, " of its ", env.world_size, " processes are on this one) but "
+               "MASTER_ADDR is not set; set it to the host name of the machine that runs rank 0");
+      env.master_addr = first_slurm_host(*nodelist);  // Slurm places rank 0 on the first node
+    }
     if (const auto port = lookup("MASTER_PORT")) env.master_port = parse_int("MASTER_PORT", *port);
     SG_CHECK(env.master_port > 0 && env.master_port < 65536, "distributed environment: MASTER_PORT=",
              env.master_port, " is not a TCP port");

@@ -19,12 +19,15 @@ struct LaunchEnvironment {
 
 // Reads the first complete set of variables found, in this order:
 //   torchrun / sgrun: RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT
-//   Slurm:            SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID, SLURM_NTASKS_PER_NODE
+//   Slurm:            SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID, and this node's entry of
+//                     SLURM_(STEP_)TASKS_PER_NODE ("3(x2),1") or SLURM_NTASKS_PER_NODE
 //   Open MPI:         OMPI_COMM_WORLD_RANK, _SIZE, _LOCAL_RANK, _LOCAL_SIZE
-// MASTER_ADDR / MASTER_PORT are read in every case (Slurm and MPI do not set them; the defaults
-// are 127.0.0.1:29500). Returns nullopt when none of the rank variables is set; throws, listing
-// what is expected, when a set is incomplete or a value is not a number. `lookup` defaults to
-// getenv (tests pass a map).
+// MASTER_ADDR / MASTER_PORT are read in every case (Slurm and MPI do not set them). Without
+// MASTER_ADDR a one-machine job uses 127.0.0.1, a Slurm job on several machines the first host
+// of SLURM_JOB_NODELIST, and any other job on several machines is an error; MASTER_PORT
+// defaults to 29500. Returns nullopt when none of the rank variables is set; throws, naming the
+// variable, when a set is incomplete or a value is malformed. `lookup` defaults to getenv
+// (tests pass a map).
 using EnvLookup = std::function<std::optional<std::string>(const std::string& name)>;
 std::optional<LaunchEnvironment> launch_environment(const EnvLookup& lookup = {});
 

@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstring>
 #include <sstream>
+#include <thread>
 
 #include <gloo/allgather.h>
 #include <gloo/allreduce.h>
@@ -236,16 +237,18 @@ void ProcessGroupGloo::run_one(GlooWork& work, int64_t sequence, const Descripti
 }
 
 // After a failure: which ranks never started this collective (they are late, hung, or took a
-// different path), and which are alive to say so. Each surviving rank leaves a "failed" mark;
-// a rank that leaves none within a second has probably exited or crashed.
+// different path), and what became of the others. Each surviving rank whose collective failed
+// leaves a "failed" mark; the store marks a rank whose connection closed as departed (Note
+// [Departure marks] in tcp_store.cpp). A rank with neither within a second is alive but busy
+// elsewhere: stuck in computation or data loading, or waiting in a different collective.
 std::string ProcessGroupGloo::diagnose_failure(int64_t sequence) {
   try {
     const std::string mark = std::to_string(sequence);
     store_->set("failed/" + mark + "/" + std::to_string(rank()), {'1'});
-    std::ostringstream report;
-    std::vector<int> behind, silent;
+    std::vector<int> behind, pending;
     for (int r = 0; r < size(); ++r) {
       if (r == rank()) continue;
+      pending.push_back(r);
       const std::string started_key = "started/" + std::to_string(r);
       int64_t started = -1;
       if (store_->check({started_key})) {
@@ -253,24 +256,38 @@ std::string ProcessGroupGloo::diagnose_failure(int64_t sequence) {
         started = std::stoll(std::string(value.begin(), value.end()));
       }
       if (started < sequence) behind.push_back(r);
-      try {
-        store_->wait({"failed/" + mark + "/" + std::to_string(r)}, std::chrono::milliseconds(1000));
-      } catch (const sg::Error&) {
-        silent.push_back(r);
-      }
     }
-    const auto list = [](const std::vector<int>& ranks) {
+    // A dying process closes its sockets one by one, so the store may learn of it a little after
+    // Gloo did: look again every 20 ms.
+    std::vector<int> departed;
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(1);
+    while (!pending.empty() && std::chrono::steady_clock::now() < deadline) {
+      std::erase_if(pending, [&](int r) {
+        if (store_->check({"failed/" + mark + "/" + std::to_string(r)})) return true;
+        if (!store_->check({"departed/" + std::to_string(r)})) return false;
+        departed.push_back(r);
+        return true;
+      });
+      if (!pending.empty()) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    const auto list = [](std::vector<int> ranks) {
+      std::sort(ranks.begin(), ranks.end());
       std::ostringstream out;
       for (size_t i = 0; i < ranks.size(); ++i) out << (i ? ", " : "") << ranks[i];
       return out.str();
     };
+    std::ostringstream report;
     if (!behind.empty()) report << "rank(s) " << list(behind) << " never reached collective #" << sequence << ". ";
-    if (!silent.empty())
-      report << "rank(s) " << list(silent) << " did not report back after the failure: probably exited or crashed.";
-    if (behind.empty() && silent.empty())
+    if (!departed.empty()) report << "rank(s) " << list(departed) << " exited (their connection to the store closed). ";
+    if (!pending.empty())
+      report << "rank(s) " << list(pending) << " are still running but did not fail with it: stuck elsewhere "
+             << "(computation, data loading, or a different collective).";
+    if (behind.empty() && departed.empty() && pending.empty())
       report << "every rank reached collective #" << sequence << " and is alive: check that all ranks issue the same "
              << "collectives with the same shapes (SG_DIST_DEBUG=1 checks it).";
-    return report.str();
+    std::string text = report.str();
+    if (text.back() == ' ') text.pop_back();
+    return text;
   } catch (const std::exception& e) {
     return std::string("could not ask the store which ranks arrived (") + e.what() +
            "); rank 0, which hosts it, has probably exited or crashed.";

@@ -2,11 +2,18 @@
 // A request is one byte of command, the key (u32 length + bytes), then:
 //   SET   the value (u32 length + bytes)          reply: nothing but a status byte
 //   GET   a timeout in ms (i64)                   reply: status, then the value if found
-//   ADD   the delta (i64)                         reply: status, then the new value (i64)
+//   ADD   the delta (i64)                         reply: status (0: the key holds no integer),
+//                                                        then the new value (i64)
 //   CHECK nothing                                 reply: status (1 present, 0 absent)
+//   HELLO nothing; the key is the client's rank   reply: status
 // Integers are in host byte order: the ranks of one job run the same binary on the same
 // kind of machine. GET blocks in the server (on a condition variable) rather than polling, so
 // rendezvous costs one round trip per key.
+//
+// Note [Departure marks]
+// A client that said HELLO is a rank. When its connection closes — the process exited, crashed
+// or was killed, which closes every socket it held — the server sets "departed/<rank>". After a
+// failed collective that tells a rank that died (departed) from one that is alive but elsewhere.
 #include "dist/tcp_store.h"
 
 #include <netdb.h>
@@ -16,6 +23,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <charconv>
 #include <condition_variable>
 #include <cstring>
 #include <map>
@@ -27,7 +35,7 @@ namespace sg::dist {
 
 namespace {
 
-enum Command : uint8_t { kSet = 1, kGet = 2, kAdd = 3, kCheck = 4 };
+enum Command : uint8_t { kSet = 1, kGet = 2, kAdd = 3, kCheck = 4, kHello = 5 };
 
 bool send_all(int fd, const void* data, size_t size) {
   const char* bytes = static_cast<const char*>(data);
@@ -130,6 +138,18 @@ private:
   }
 
   void serve(int fd) {
+    int rank = -1;  // set by HELLO
+    serve_requests(fd, rank);
+    if (rank < 0) return;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      values_["departed/" + std::to_string(rank)] = {'1'};  // Note [Departure marks]
+    }
+    changed_.notify_all();
+  }
+
+  // Answers `fd`'s requests until it closes the connection (or breaks the protocol).
+  void serve_requests(int fd, int& rank) {
     for (;;) {
       uint8_t command = 0;
       std::vector<char> key_bytes;
@@ -152,26 +172,39 @@ private:
         const bool found = changed_.wait_for(lock, std::chrono::milliseconds(timeout_ms),
                                              [&] { return stopping_ || values_.count(key) > 0; }) &&
                            values_.count(key) > 0;
+        // Shutting down: hang up rather than answer "not found", which the client would report
+        // as a timeout; a closed connection reads as "rank 0 has probably exited".
+        if (stopping_) return;
         reply.push_back(found ? 1 : 0);
         if (found) append_bytes(reply, values_[key].data(), values_[key].size());
       } else if (command == kAdd) {
         int64_t delta = 0;
         if (!recv_all(fd, &delta, sizeof delta)) return;
         int64_t total = 0;
+        bool is_integer = true;
         {
           std::lock_guard<std::mutex> lock(mutex_);
           std::vector<char>& stored = values_[key];
-          if (!stored.empty()) total = std::stoll(std::string(stored.begin(), stored.end()));
-          total += delta;
-          const std::string text = std::to_string(total);
-          stored.assign(text.begin(), text.end());
+          if (!stored.empty()) {
+            const char* end = stored.data() + stored.size();
+            const auto parsed = std::from_chars(stored.data(), end, total);
+            is_integer = parsed.ec == std::errc() && parsed.ptr == end;
+          }
+          if (is_integer) {  // else leave the value alone and let the client report it
+            total += delta;
+            const std::string text = std::to_string(total);
+            stored.assign(text.begin(), text.end());
+          }
         }
         changed_.notify_all();
-        reply.push_back(1);
+        reply.push_back(is_integer ? 1 : 0);
         append(reply, total);
       } else if (command == kCheck) {
         std::lock_guard<std::mutex> lock(mutex_);
         reply.push_back(values_.count(key) > 0 ? 1 : 0);
+      } else if (command == kHello) {
+        if (std::from_chars(key.data(), key.data() + key.size(), rank).ec != std::errc()) return;  // not our protocol
+        reply.push_back(1);
       } else {
         return;  // not our protocol: drop the connection
       }
@@ -289,10 +322,14 @@ int64_t TcpStore::add(const std::string& key, int64_t delta) {
   std::vector<char> request = request_for(kAdd, key);
   append(request, delta);
   const std::vector<char> reply = call(request, key);
+  SG_CHECK(reply[0] == 1, "TcpStore: add on key '", key, "' in the store at ", address_,
+           ", which holds a value that is not an integer (add counts; set stores bytes)");
   int64_t total = 0;
   std::memcpy(&total, reply.data() + 1, sizeof total);
   return total;
 }
+
+void TcpStore::register_rank(int rank) { call(request_for(kHello, std::to_string(rank)), "hello"); }
 
 bool TcpStore::check(const std::vector<std::string>& keys) {
   for (const std::string& key : keys)

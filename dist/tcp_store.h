@@ -2,7 +2,8 @@
 // defines: dist::TcpStore — the small key-value store the ranks meet at (rendezvous). Rank 0
 //          hosts it on MASTER_ADDR:MASTER_PORT; every rank (rank 0 too) is a client. Gloo uses it
 //          to exchange the ranks' addresses when it connects them (gloo::rendezvous::Store), and
-//          we use it to count arrivals and to tell, after a failure, how far each rank got.
+//          we use it to count arrivals and to tell, after a failure, how far each rank got and
+//          which ranks are gone.
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -34,6 +35,9 @@ public:
   int64_t add(const std::string& key, int64_t delta);
   // Whether every key exists now (no waiting).
   bool check(const std::vector<std::string>& keys);
+  // Tells the server that this connection is rank `rank`: when it closes (this process ends,
+  // however it ends), the server sets "departed/<rank>" (Note [Departure marks]).
+  void register_rank(int rank);
 
   void set_timeout(std::chrono::milliseconds timeout) { timeout_ = timeout; }
   std::chrono::milliseconds timeout() const { return timeout_; }
