@@ -80,7 +80,13 @@ void init_process_group(InitOptions options) {
   if (options.master_port > 0) env.master_port = options.master_port;
   SG_CHECK(env.world_size >= 1 && env.rank >= 0 && env.rank < env.world_size, "init_process_group: rank ", env.rank,
            " is not in [0, world_size = ", env.world_size, ")");
-  if (const char* seconds = std::getenv("SG_DIST_TIMEOUT")) options.timeout = std::chrono::seconds(std::atoll(seconds));
+  if (const char* seconds = std::getenv("SG_DIST_TIMEOUT")) {
+    char* end = nullptr;
+    const double value = std::strtod(seconds, &end);
+    SG_CHECK(end != seconds && *end == '\0' && value > 0, "init_process_group: SG_DIST_TIMEOUT='", seconds,
+             "' is not a positive number of seconds");
+    options.timeout = std::chrono::milliseconds(static_cast<int64_t>(value * 1000));
+  }
   if (const char* debug = std::getenv("SG_DIST_DEBUG")) options.debug = options.debug || std::string(debug) == "1";
   std::signal(SIGPIPE, SIG_IGN);  // Gloo writes without MSG_NOSIGNAL: a dead peer must be an error, not a signal
 
