@@ -169,6 +169,34 @@ Tensor bmm(const Tensor& a, const Tensor& b) {
   return record_product("BmmBackward", product(a, b), a, b);
 }
 
+Tensor baddbmm(const Tensor& input, const Tensor& a, const Tensor& b, double beta, double alpha) {
+  if (const auto cast = autocast(AutocastOp::baddbmm, input, a, b))
+    return baddbmm((*cast)[0], (*cast)[1], (*cast)[2], beta, alpha);
+  check_operands("baddbmm", a, b);
+  check_operands("baddbmm", input, a);
+  check_rank("baddbmm", a, b, 3);
+  SG_CHECK(a.size(0) == b.size(0), "baddbmm: shapes ", shapes_str(a, b), " have different batch sizes (", a.size(0),
+           " vs ", b.size(0), ")");
+  check_inner_dims("baddbmm", a, b);
+  const Shape shape{a.size(0), a.size(1), b.size(2)};
+  SG_CHECK(broadcast_shapes(input.sizes(), shape, "baddbmm") == shape, "baddbmm: input of shape ",
+           shape_str(input.sizes()), " cannot be broadcast to the product's shape ", shape_str(shape));
+  SG_CHECK(is_floating(a.dtype()) || (beta == std::floor(beta) && alpha == std::floor(alpha)),
+           "baddbmm: beta and alpha must be whole numbers for ", a.dtype(), " operands, got ", beta, " and ", alpha);
+  // One GEMM per batch with beta: f16/bf16 round once, as a GPU's strided-batched GEMM does.
+  Tensor out = empty(shape, {a.dtype(), a.device()});
+  if (beta != 0) kernels::copy(out, input);
+  kernels::gemm(out, a.detach(), b.detach(), alpha, beta);
+  // As addmm's, batch by batch: d/dinput = beta g summed over input's broadcast dims
+  return record("BaddbmmBackward", out, {input, a, b},
+                [input_shape = input.sizes(), sa = SavedTensor(a), sb = SavedTensor(b), beta, alpha](
+                    const Tensor& g, const NeedsGrad& needs) {
+                  const TensorList products = matmul_backward(g, sa.get(), sb.get(), {needs[1], needs[2]}, alpha);
+                  const Tensor grad_input = needs[0] ? sum_to(beta == 1 ? g : g * beta, input_shape) : Tensor();
+                  return TensorList{grad_input, products[0], products[1]};
+                });
+}
+
 Tensor addmm(const Tensor& input, const Tensor& a, const Tensor& b, double beta, double alpha) {
   if (const auto cast = autocast(AutocastOp::addmm, input, a, b))
     return addmm((*cast)[0], (*cast)[1], (*cast)[2], beta, alpha);

@@ -12,6 +12,8 @@ Tensor mm(const Tensor& a, const Tensor& b);    // [n, k] x [k, m]
 Tensor bmm(const Tensor& a, const Tensor& b);   // [B, n, k] x [B, k, m]
 // beta * input + alpha * (a @ b), input broadcast to [n, m] (a Linear layer's bias + x W^T).
 Tensor addmm(const Tensor& input, const Tensor& a, const Tensor& b, double beta = 1.0, double alpha = 1.0);
+// beta * input + alpha * bmm(a, b), input broadcast to [B, n, m] (attention scores plus a mask).
+Tensor baddbmm(const Tensor& input, const Tensor& a, const Tensor& b, double beta = 1.0, double alpha = 1.0);
 
 // input @ weight^T + bias, as torch.nn.functional.linear: weight [out, in], bias [out] or undefined.
 Tensor linear(const Tensor& input, const Tensor& weight, const Tensor& bias = Tensor());

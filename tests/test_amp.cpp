@@ -30,6 +30,7 @@ Tensor run_op(AutocastOp op, DType first, DType second) {
     case AutocastOp::mm: return mm(x, random({6, 3}, second));
     case AutocastOp::bmm: return bmm(random({2, 4, 6}, first), random({2, 6, 3}, second));
     case AutocastOp::addmm: return addmm(random({3}, second), x, random({6, 3}, second));
+    case AutocastOp::baddbmm: return baddbmm(random({1, 4, 3}, second), x.unsqueeze(0), random({1, 6, 3}, second));
     case AutocastOp::linear: return linear(x, random({3, 6}, second), random({3}, second));
     case AutocastOp::conv2d: return conv2d(random({2, 3, 6, 6}, first), random({4, 3, 3, 3}, second), random({4}, second));
     case AutocastOp::exp: return exp(x);

@@ -228,6 +228,20 @@ TEST_CASE("mm, bmm and addmm gradients match finite differences") {
   }
 }
 
+TEST_CASE("baddbmm computes beta * input + alpha * bmm(a, b) with input broadcast, and its gradients") {
+  const Tensor a = randn_of({3, 7, 13}), b = randn_of({3, 13, 5});
+  for (const Shape& input_shape : {Shape{3, 7, 5}, Shape{7, 5}, Shape{1, 7, 1}, Shape{}}) {
+    INFO("input ", shape_str(input_shape));
+    const Tensor input = randn_of(input_shape);
+    const Tensor expected = input * 0.5 + reference_matmul(a, b) * -2.0;
+    CHECK(test::max_abs_diff(baddbmm(input, a, b, 0.5, -2.0), expected) <= kF64Tolerance);
+    CHECK_GRADCHECK([](const TensorList& x) { return baddbmm(x[0], x[1], x[2], 0.5, -1.5); },
+                    {test::rand_input(input_shape), test::rand_input({3, 7, 4}), test::rand_input({3, 4, 5})});
+  }
+  CHECK_THROWS_WITH_AS(baddbmm(randn_of({3, 7, 5}), a, randn_of({2, 13, 5})), doctest::Contains("different batch sizes"),
+                       Error);
+}
+
 TEST_CASE("matmul backward reduces broadcast batch dims to each input's shape") {
   Tensor a = test::rand_input({2, 1, 3, 4}), b = test::rand_input({5, 4, 2});
   matmul(a, b).sum().backward();
