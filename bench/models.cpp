@@ -27,6 +27,7 @@ struct Options {
   int steps = 50;
   int warmup = 5;
   int64_t batch = 64;
+  double bucket_mb = 25;
 };
 
 double median(std::vector<double> values) {
@@ -35,7 +36,9 @@ double median(std::vector<double> values) {
 }
 
 int run(const Options& options) {
-  sg::dist::Accelerator accelerator;
+  sg::dist::AcceleratorOptions accelerator_options;
+  accelerator_options.ddp.bucket_cap_mb = options.bucket_mb;
+  sg::dist::Accelerator accelerator(accelerator_options);
   sg::set_num_threads(options.threads);
   sg::manual_seed(0);
   auto model = accelerator.prepare(sg::models::make_fashion_mnist_model(options.model));
@@ -91,6 +94,8 @@ int main(int argc, char** argv) {
   app.add_option("--steps", options.steps, "Timed steps")->check(CLI::PositiveNumber)->capture_default_str();
   app.add_option("--warmup", options.warmup, "Untimed steps first")->check(CLI::NonNegativeNumber)->capture_default_str();
   app.add_option("--batch", options.batch, "Batch size")->check(CLI::PositiveNumber)->capture_default_str();
+  app.add_option("--bucket-mb", options.bucket_mb, "Under sgrun: DDP's gradient bucket size in MB")
+      ->check(CLI::PositiveNumber)->capture_default_str();
   CLI11_PARSE(app, argc, argv);
   try {
     return run(options);
