@@ -49,7 +49,7 @@ int run(const Options& options) {
   const bool log_probabilities = options.model == "basicnet";
   const auto* ddp = dynamic_cast<const sg::dist::DistributedDataParallel*>(model.get());
 
-  std::vector<double> milliseconds, ddp_wait, all_reduce;
+  std::vector<double> milliseconds, ddp_wait, all_reduce, backward;
   for (int step = 0; step < options.warmup + options.steps; ++step) {
     const auto start = std::chrono::steady_clock::now();
     optimizer.zero_grad();
@@ -62,6 +62,7 @@ int run(const Options& options) {
     if (step < options.warmup) continue;
     milliseconds.push_back(elapsed);
     if (ddp != nullptr) {
+      backward.push_back(ddp->reducer().last_step_times().backward_ms);
       ddp_wait.push_back(ddp->reducer().last_step_times().wait_ms);
       all_reduce.push_back(ddp->reducer().last_step_times().all_reduce_ms);
     }
@@ -72,8 +73,9 @@ int run(const Options& options) {
   accelerator.print(options.model, " batch ", options.batch, " x ", processes, " process(es) x ", options.threads,
                     " thread(s): ", ms, " ms/step (median of ", options.steps, "), ", images_per_second, " img/s");
   if (ddp != nullptr)
-    accelerator.print("DDP: all-reduce ", median(all_reduce), " ms/step on the communication thread, of which backward waited ",
-                      median(ddp_wait), " ms at its end (medians)");
+    accelerator.print("DDP: backward ", median(backward), " ms/step; all-reduce ", median(all_reduce),
+                      " ms/step on the communication thread, of which backward waited ", median(ddp_wait),
+                      " ms at its end (medians)");
   char json[512];
   std::snprintf(json, sizeof json,
                 "{\"bench\":\"train_step\",\"impl\":\"syncgrad\",\"model\":\"%s\",\"batch\":%lld,\"threads\":%d,"

@@ -164,6 +164,7 @@ void Reducer::finalize() {
   }
 
   last_step_times_ = {};
+  last_step_times_.backward_ms = milliseconds_between(backward_started_, backward_done);
   last_step_times_.wait_ms = milliseconds_between(backward_done, ChromeTrace::Clock::now());
   for (const Bucket& bucket : buckets_) {
     const auto timing = bucket.work->timing();

@@ -48,6 +48,7 @@ public:
 
   // Timings of the last synchronised backward (bench/ reports them against the backward time).
   struct StepTimes {
+    double backward_ms = 0;    // from the gradient reaching the model's output to backward's last node
     double wait_ms = 0;        // from backward's last node to the averaged gradients in .grad
     double all_reduce_ms = 0;  // the buckets' all-reduces as they ran on the communication thread
   };
