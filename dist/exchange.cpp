@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cstring>
-#include <map>
 
 #include "autograd/grad_mode.h"
 #include "core/factory.h"
@@ -12,24 +11,31 @@ namespace sg::dist {
 void broadcast_coalesced(ProcessGroup& group, const TensorList& tensors, int root) {
   if (group.size() == 1) return;
   NoGradGuard no_grad;
-  std::map<DType, TensorList> by_dtype;  // ordered by dtype, so every rank packs alike
-  for (const Tensor& t : tensors)
-    if (t.numel() > 0) by_dtype[t.dtype()].push_back(t);
-  for (auto& [dtype, group_tensors] : by_dtype) {
-    int64_t total = 0;
-    for (const Tensor& t : group_tensors) total += t.numel();
-    Tensor flat = empty({total}, {dtype, group_tensors.front().device()});
-    int64_t offset = 0;
-    for (const Tensor& t : group_tensors) {
-      flat.narrow(0, offset, t.numel()).copy_(t.reshape({t.numel()}));
-      offset += t.numel();
+  // A broadcast moves bytes, so tensors of every dtype share one flat byte buffer: one collective
+  // per call, whatever the mix (BatchNorm's f32 statistics and i64 counters travel together).
+  int64_t total = 0;
+  for (const Tensor& t : tensors) total += static_cast<int64_t>(t.numel() * t.element_size());
+  if (total == 0) return;
+  Tensor flat = empty({total}, {DType::u8, tensors.front().device()});
+  uint8_t* bytes = flat.data_ptr<uint8_t>();
+  int64_t offset = 0;
+  for (const Tensor& t : tensors) {
+    const Tensor source = t.contiguous();
+    std::memcpy(bytes + offset, source.raw_data(), source.numel() * source.element_size());
+    offset += static_cast<int64_t>(source.numel() * source.element_size());
+  }
+  group.broadcast(flat, root)->wait();
+  offset = 0;
+  for (Tensor t : tensors) {
+    const size_t size = t.numel() * t.element_size();
+    if (t.is_contiguous()) {
+      std::memcpy(t.raw_data(), bytes + offset, size);
+    } else {
+      Tensor staged = empty(t.sizes(), {t.dtype(), t.device()});
+      std::memcpy(staged.raw_data(), bytes + offset, size);
+      t.copy_(staged);
     }
-    group.broadcast(flat, root)->wait();
-    offset = 0;
-    for (Tensor t : group_tensors) {
-      t.copy_(flat.narrow(0, offset, t.numel()).view(t.sizes()));
-      offset += t.numel();
-    }
+    offset += static_cast<int64_t>(size);
   }
 }
 

@@ -9,9 +9,9 @@
 
 namespace sg::dist {
 
-// Copies every tensor of `root` into the same tensor of every rank. Tensors of one dtype travel
-// packed in one flat buffer (one collective per dtype instead of one per tensor: for a model's
-// BatchNorm buffers that is 2 collectives instead of dozens). Synchronous.
+// Copies every tensor of `root` into the same tensor of every rank. All of them travel packed in
+// one flat byte buffer: one collective instead of one per tensor (for a model's BatchNorm
+// buffers, 1 instead of dozens). CPU tensors; synchronous.
 void broadcast_coalesced(ProcessGroup& group, const TensorList& tensors, int root = 0);
 
 // Every rank's `text`, indexed by rank. Synchronous; two collectives (lengths, then bytes).
