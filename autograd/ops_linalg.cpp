@@ -169,26 +169,25 @@ Tensor bmm(const Tensor& a, const Tensor& b) {
   return record_product("BmmBackward", product(a, b), a, b);
 }
 
-Tensor baddbmm(const Tensor& input, const Tensor& a, const Tensor& b, double beta, double alpha) {
-  if (const auto cast = autocast(AutocastOp::baddbmm, input, a, b))
-    return baddbmm((*cast)[0], (*cast)[1], (*cast)[2], beta, alpha);
-  check_operands("baddbmm", a, b);
-  check_operands("baddbmm", input, a);
-  check_rank("baddbmm", a, b, 3);
-  SG_CHECK(a.size(0) == b.size(0), "baddbmm: shapes ", shapes_str(a, b), " have different batch sizes (", a.size(0),
-           " vs ", b.size(0), ")");
-  check_inner_dims("baddbmm", a, b);
-  const Shape shape{a.size(0), a.size(1), b.size(2)};
-  SG_CHECK(broadcast_shapes(input.sizes(), shape, "baddbmm") == shape, "baddbmm: input of shape ",
-           shape_str(input.sizes()), " cannot be broadcast to the product's shape ", shape_str(shape));
-  SG_CHECK(is_floating(a.dtype()) || (beta == std::floor(beta) && alpha == std::floor(alpha)),
-           "baddbmm: beta and alpha must be whole numbers for ", a.dtype(), " operands, got ", beta, " and ", alpha);
-  // One GEMM per batch with beta: f16/bf16 round once, as a GPU's strided-batched GEMM does.
+namespace {
+
+// beta * input + alpha * (a @ b) for addmm (2-D) and baddbmm (3-D, batch by batch), once the
+// operands' ranks are checked: one GEMM with beta, so f16/bf16 round once, as a GPU's does.
+Tensor add_product(const char* op, const char* backward_name, const Tensor& input, const Tensor& a, const Tensor& b,
+                   double beta, double alpha) {
+  check_operands(op, input, a);
+  check_inner_dims(op, a, b);
+  Shape shape(a.sizes().begin(), a.sizes().end() - 1);
+  shape.push_back(b.size(-1));
+  SG_CHECK(broadcast_shapes(input.sizes(), shape, op) == shape, op, ": input of shape ", shape_str(input.sizes()),
+           " cannot be broadcast to the product's shape ", shape_str(shape));
+  SG_CHECK(is_floating(a.dtype()) || (beta == std::floor(beta) && alpha == std::floor(alpha)), op,
+           ": beta and alpha must be whole numbers for ", a.dtype(), " operands, got ", beta, " and ", alpha);
   Tensor out = empty(shape, {a.dtype(), a.device()});
-  if (beta != 0) kernels::copy(out, input);
+  if (beta != 0) kernels::copy(out, input);  // beta == 0 ignores input entirely (NaN included), as BLAS
   kernels::gemm(out, a.detach(), b.detach(), alpha, beta);
-  // As addmm's, batch by batch: d/dinput = beta g summed over input's broadcast dims
-  return record("BaddbmmBackward", out, {input, a, b},
+  // d/dinput = beta g (summed over input's broadcast dims); d/da and d/db as matmul's, times alpha
+  return record(backward_name, out, {input, a, b},
                 [input_shape = input.sizes(), sa = SavedTensor(a), sb = SavedTensor(b), beta, alpha](
                     const Tensor& g, const NeedsGrad& needs) {
                   const TensorList products = matmul_backward(g, sa.get(), sb.get(), {needs[1], needs[2]}, alpha);
@@ -197,29 +196,24 @@ Tensor baddbmm(const Tensor& input, const Tensor& a, const Tensor& b, double bet
                 });
 }
 
+}  // namespace
+
+Tensor baddbmm(const Tensor& input, const Tensor& a, const Tensor& b, double beta, double alpha) {
+  if (const auto cast = autocast(AutocastOp::baddbmm, input, a, b))
+    return baddbmm((*cast)[0], (*cast)[1], (*cast)[2], beta, alpha);
+  check_operands("baddbmm", a, b);
+  check_rank("baddbmm", a, b, 3);
+  SG_CHECK(a.size(0) == b.size(0), "baddbmm: shapes ", shapes_str(a, b), " have different batch sizes (", a.size(0),
+           " vs ", b.size(0), ")");
+  return add_product("baddbmm", "BaddbmmBackward", input, a, b, beta, alpha);
+}
+
 Tensor addmm(const Tensor& input, const Tensor& a, const Tensor& b, double beta, double alpha) {
   if (const auto cast = autocast(AutocastOp::addmm, input, a, b))
     return addmm((*cast)[0], (*cast)[1], (*cast)[2], beta, alpha);
   check_operands("addmm", a, b);
-  check_operands("addmm", input, a);
   check_rank("addmm", a, b, 2);
-  check_inner_dims("addmm", a, b);
-  const Shape shape{a.size(0), b.size(1)};
-  SG_CHECK(broadcast_shapes(input.sizes(), shape, "addmm") == shape, "addmm: input of shape ", shape_str(input.sizes()),
-           " cannot be broadcast to the product's shape ", shape_str(shape));
-  SG_CHECK(is_floating(a.dtype()) || (beta == std::floor(beta) && alpha == std::floor(alpha)),
-           "addmm: beta and alpha must be whole numbers for ", a.dtype(), " operands, got ", beta, " and ", alpha);
-  Tensor out = empty(shape, {a.dtype(), a.device()});
-  if (beta != 0) kernels::copy(out, input);  // beta == 0 ignores input entirely (NaN included), as BLAS
-  kernels::gemm(out, a, b, alpha, beta);
-  // d/dinput = beta g (summed over input's broadcast dims); d/da and d/db as matmul's, times alpha
-  return record("AddmmBackward", out, {input, a, b},
-                [input_shape = input.sizes(), sa = SavedTensor(a), sb = SavedTensor(b), beta, alpha](
-                    const Tensor& g, const NeedsGrad& needs) {
-                  const TensorList products = matmul_backward(g, sa.get(), sb.get(), {needs[1], needs[2]}, alpha);
-                  const Tensor grad_input = needs[0] ? sum_to(beta == 1 ? g : g * beta, input_shape) : Tensor();
-                  return TensorList{grad_input, products[0], products[1]};
-                });
+  return add_product("addmm", "AddmmBackward", input, a, b, beta, alpha);
 }
 
 Tensor linear(const Tensor& input, const Tensor& weight, const Tensor& bias) {
