@@ -2,6 +2,7 @@
 
 #include <sstream>
 
+#include "autograd/engine.h"
 #include "autograd/grad_mode.h"
 #include "dist/dist.h"
 #include "dist/exchange.h"
@@ -76,16 +77,31 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<nn::Module> mod
   if (!options_.trace_path.empty()) reducer_->trace_to(options_.trace_path, options_.trace_steps);
 }
 
+// Note [Buffers travel during backward]
+// PyTorch broadcasts rank 0's buffers (BatchNorm statistics) synchronously before each forward:
+// a second point per step, besides the gradient all-reduce, where every rank waits for the
+// slowest. Here the broadcast starts right after a training forward, carrying the statistics
+// that forward just updated on rank 0, and travels on the communication thread while backward
+// runs (which reads only what forward saved, never the buffers). It lands at the end of
+// backward, or at the latest when the next forward begins. Every rank then holds rank 0's
+// buffers between steps, as with PyTorch, and no rank waits for another before its forward.
 Tensor DistributedDataParallel::forward(const Tensor& input) {
-  // Buffers change only in training (BatchNorm statistics), and a rank-0-only evaluation must
-  // not issue a collective the other ranks never join: broadcast them in training forwards only.
-  if (options_.broadcast_buffers && is_training()) broadcast_coalesced(group_, module_->buffers(), 0);
+  buffer_broadcast_.finish();
   const bool will_backward = GradMode::is_enabled();
   if (will_backward) reducer_->prepare_for_backward(sync_gradients_);
   Tensor output = module_->forward(input);
+  // Buffers change only in training (BatchNorm statistics), and a rank-0-only evaluation must
+  // not issue a collective the other ranks never join: broadcast them in training forwards only.
+  if (options_.broadcast_buffers && is_training())
+    buffer_broadcast_ = CoalescedBroadcast(group_, module_->buffers(), 0);
   if (will_backward && output.requires_grad())
-    output.register_hook([weak = std::weak_ptr<Reducer>(reducer_)](const Tensor&) {
-      if (auto reducer = weak.lock()) reducer->mark_backward_start();
+    output.register_hook([this, alive = std::weak_ptr<Reducer>(reducer_)](const Tensor&) {
+      if (auto reducer = alive.lock()) {  // the reducer lives exactly as long as this DDP
+        reducer->mark_backward_start();
+        autograd::queue_callback([this, alive] {
+          if (!alive.expired()) buffer_broadcast_.finish();
+        });
+      }
       return Tensor();
     });
   return output;

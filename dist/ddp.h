@@ -6,6 +6,7 @@
 #include <memory>
 #include <string>
 
+#include "dist/exchange.h"
 #include "dist/process_group.h"
 #include "dist/reducer.h"
 #include "nn/module.h"
@@ -15,7 +16,7 @@ namespace sg::dist {
 struct DDPOptions {
   double bucket_cap_mb = 25;            // gradients are all-reduced in buckets of about this size
   bool find_unused_parameters = false;  // allow parameters that get no gradient in some steps
-  bool broadcast_buffers = true;        // rank 0's buffers (BatchNorm statistics) before each training forward
+  bool broadcast_buffers = true;        // rank 0's buffers (BatchNorm statistics) after each training forward
   std::string trace_path = {};          // when set, a Chrome trace of the first trace_steps backwards
   int trace_steps = 3;
 };
@@ -66,6 +67,7 @@ private:
   ProcessGroup& group_;
   DDPOptions options_;
   std::shared_ptr<Reducer> reducer_;
+  CoalescedBroadcast buffer_broadcast_;  // rank 0's buffers, sent after each training forward
   bool sync_gradients_ = true;
 };
 

@@ -9,24 +9,64 @@
 namespace sg::dist {
 
 void broadcast_coalesced(ProcessGroup& group, const TensorList& tensors, int root) {
+  CoalescedBroadcast(group, tensors, root).finish();
+}
+
+CoalescedBroadcast::CoalescedBroadcast(ProcessGroup& group, TensorList tensors, int root)
+    : tensors_(std::move(tensors)), is_root_(group.rank() == root) {
   if (group.size() == 1) return;
   NoGradGuard no_grad;
   // A broadcast moves bytes, so tensors of every dtype share one flat byte buffer: one collective
   // per call, whatever the mix (BatchNorm's f32 statistics and i64 counters travel together).
   int64_t total = 0;
-  for (const Tensor& t : tensors) total += static_cast<int64_t>(t.numel() * t.element_size());
+  for (const Tensor& t : tensors_) total += static_cast<int64_t>(t.numel() * t.element_size());
   if (total == 0) return;
-  Tensor flat = empty({total}, {DType::u8, tensors.front().device()});
-  uint8_t* bytes = flat.data_ptr<uint8_t>();
-  int64_t offset = 0;
-  for (const Tensor& t : tensors) {
-    const Tensor source = t.contiguous();
-    std::memcpy(bytes + offset, source.raw_data(), source.numel() * source.element_size());
-    offset += static_cast<int64_t>(source.numel() * source.element_size());
+  flat_ = empty({total}, {DType::u8, tensors_.front().device()});
+  if (is_root_) {
+    uint8_t* bytes = flat_.data_ptr<uint8_t>();
+    int64_t offset = 0;
+    for (const Tensor& t : tensors_) {
+      const Tensor source = t.contiguous();
+      std::memcpy(bytes + offset, source.raw_data(), source.numel() * source.element_size());
+      offset += static_cast<int64_t>(source.numel() * source.element_size());
+    }
   }
-  group.broadcast(flat, root)->wait();
-  offset = 0;
-  for (Tensor t : tensors) {
+  work_ = group.broadcast(flat_, root);
+}
+
+CoalescedBroadcast& CoalescedBroadcast::operator=(CoalescedBroadcast&& other) {
+  if (this != &other) {
+    wait_quietly();
+    tensors_ = std::move(other.tensors_);
+    flat_ = std::move(other.flat_);
+    work_ = std::move(other.work_);
+    is_root_ = other.is_root_;
+  }
+  return *this;
+}
+
+CoalescedBroadcast::~CoalescedBroadcast() { wait_quietly(); }
+
+void CoalescedBroadcast::wait_quietly() noexcept {
+  if (!work_) return;
+  try {
+    work_->wait();
+  } catch (...) {
+    // The error was the owner's to see through finish(); a destructor can only drop it.
+  }
+  work_ = nullptr;
+}
+
+void CoalescedBroadcast::finish() {
+  if (!work_) return;
+  const WorkPtr work = std::move(work_);
+  work->wait();
+  // Root's tensors are the source; they may have moved on since the bytes were packed.
+  if (is_root_) return;
+  NoGradGuard no_grad;
+  const uint8_t* bytes = flat_.data_ptr<uint8_t>();
+  int64_t offset = 0;
+  for (Tensor t : tensors_) {
     const size_t size = t.numel() * t.element_size();
     if (t.is_contiguous()) {
       std::memcpy(t.raw_data(), bytes + offset, size);

@@ -14,6 +14,30 @@ namespace sg::dist {
 // buffers, 1 instead of dozens). CPU tensors; synchronous.
 void broadcast_coalesced(ProcessGroup& group, const TensorList& tensors, int root = 0);
 
+// The same broadcast, started now and finished later: the constructor packs root's tensors and
+// hands the bytes to the communication thread; finish() waits and copies them into the tensors
+// of the other ranks. Until then those tensors must not be read or written. DDP uses it to let
+// the buffer broadcast travel during backward (Note [Buffers travel during backward]).
+class CoalescedBroadcast {
+public:
+  CoalescedBroadcast() = default;  // nothing in flight
+  CoalescedBroadcast(ProcessGroup& group, TensorList tensors, int root = 0);
+  CoalescedBroadcast(CoalescedBroadcast&&) = default;
+  CoalescedBroadcast& operator=(CoalescedBroadcast&& other);
+  ~CoalescedBroadcast();  // waits (the bytes must outlive the collective), never throws
+
+  bool in_flight() const { return work_ != nullptr; }
+  void finish();  // no-op when nothing is in flight; rethrows the collective's error
+
+private:
+  void wait_quietly() noexcept;
+
+  TensorList tensors_;
+  Tensor flat_;  // the packed bytes the collective reads (root) or writes (the others)
+  WorkPtr work_;
+  bool is_root_ = false;
+};
+
 // Every rank's `text`, indexed by rank. Synchronous; two collectives (lengths, then bytes).
 std::vector<std::string> all_gather_strings(ProcessGroup& group, const std::string& text);
 

@@ -10,6 +10,12 @@ std::shared_ptr<nn::Sequential> make_mlp(uint64_t seed) {
       std::make_shared<nn::Linear>(32, 4, true, &generator)});
 }
 
+std::shared_ptr<nn::Sequential> make_linear_batch_norm() {
+  Generator generator(9);
+  return std::make_shared<nn::Sequential>(std::initializer_list<std::shared_ptr<nn::Module>>{
+      std::make_shared<nn::Linear>(10, 6, true, &generator), std::make_shared<nn::BatchNorm1d>(6)});
+}
+
 std::pair<Tensor, Tensor> batch(int step) {
   Generator generator(1000 + step);
   Tensor x = randn({kGlobalBatch, 10}, {}, &generator);

@@ -29,6 +29,9 @@ std::pair<int64_t, int64_t> shard(int rank, int world, int64_t global);
 using PartStep = std::function<void(int part, int parts, const std::function<void()>& forward_backward)>;
 void train(nn::Module& model, int64_t begin, int64_t end, int micro_batches, const PartStep& on_part);
 
+// A Linear(10, 6) followed by BatchNorm1d(6), for the buffer-broadcast test.
+std::shared_ptr<nn::Sequential> make_linear_batch_norm();
+
 // The BatchNorm input and the weights of the loss sum(out * G) used by the SyncBatchNorm test.
 constexpr int64_t kBnBatch = 8, kBnChannels = 3;
 std::pair<Tensor, Tensor> batch_norm_data();

@@ -93,6 +93,33 @@ void sync_batch_norm(const std::string& out) {
                     {"running_var", bn->running_var}});
 }
 
+// BatchNorm statistics under DDP. Each rank normalises its own rows, so the statistics differ;
+// every rank saves its buffers after a training step (they must be rank 0's by the end of
+// backward) and after a training forward with no backward followed by an evaluation forward
+// (the broadcast of that forward must land before the next one reads the buffers).
+void buffers(const std::string& out) {
+  const int rank = dist::get_rank(), world = dist::get_world_size();
+  dist::DistributedDataParallel ddp_model(ddp::make_linear_batch_norm());
+  const auto [begin, end] = ddp::shard(rank, world, ddp::kGlobalBatch);
+  const auto save_buffers = [&](const std::string& when) {
+    const nn::NamedTensors named = ddp_model.module().named_buffers();
+    save_safetensors(out + "/rank" + std::to_string(rank) + "_" + when + ".safetensors",
+                     nn::StateDict(named.begin(), named.end()));
+  };
+  const Tensor x0 = ddp::batch(0).first.narrow(0, begin, end - begin);
+  const Tensor x1 = ddp::batch(1).first.narrow(0, begin, end - begin);
+
+  ddp_model(x0).pow(2.0).sum().backward();
+  save_buffers("step");
+  {
+    NoGradGuard no_grad;
+    ddp_model(x1);
+    ddp_model.eval();
+    ddp_model(x1);
+  }
+  save_buffers("no_grad");
+}
+
 // An f16 loss scaler under DDP, with an overflow injected into rank 1's gradients only, after
 // the all-reduce: both ranks must skip that step and halve the scale, then both step.
 void scaler_agreement() {
@@ -169,6 +196,8 @@ int main(int argc, char** argv) {
       mismatched_models();
     else if (scenario == "syncbn")
       sync_batch_norm(out);
+    else if (scenario == "buffers")
+      buffers(out);
     else if (scenario == "scaler")
       scaler_agreement();
     else if (scenario == "accelerator")

@@ -2,6 +2,7 @@
 // ranks must equal the single-process run on the whole batch (tests/ddp_scenarios.h).
 #include <filesystem>
 #include <string>
+#include <utility>
 
 #include "ddp_scenarios.h"
 #include "dist_harness.h"
@@ -110,6 +111,35 @@ TEST_CASE("ranks that build different models fail at DDP construction, naming th
     CHECK(result.output(rank).find("rank 0 has 'weight [4, 10] f32', rank 1 has 'weight [5, 10] f32'") !=
           std::string::npos);
   }
+}
+
+TEST_CASE("DDP: after each training step every rank holds the buffers rank 0's forward computed") {
+  // Reference: rank 0's rows alone, a training forward on batch 0, then one on batch 1.
+  auto model = ddp::make_linear_batch_norm();
+  const auto [begin, end] = ddp::shard(0, 2, ddp::kGlobalBatch);
+  NoGradGuard no_grad;
+  (*model)(ddp::batch(0).first.narrow(0, begin, end - begin));
+  nn::StateDict after_step = model->state_dict();
+  for (auto& [name, value] : after_step) value = value.clone();  // state_dict shares the storage
+  (*model)(ddp::batch(1).first.narrow(0, begin, end - begin));
+  const nn::StateDict after_no_grad = model->state_dict();
+
+  test::TempDir out;
+  const auto result = test::run_ranks(SG_DIST_WORKER_DDP, 2, {"buffers", out.path()});
+  INFO(result.summary());
+  REQUIRE(result.all_succeeded());
+  for (int rank = 0; rank < 2; ++rank)
+    for (const auto& [when, expected] : {std::pair{"step", &std::as_const(after_step)}, std::pair{"no_grad", &after_no_grad}}) {
+      CAPTURE(rank);
+      CAPTURE(std::string(when));
+      const SafetensorsFile got =
+          load_safetensors(out.path() + "/rank" + std::to_string(rank) + "_" + when + ".safetensors");
+      for (const char* name : {"1.running_mean", "1.running_var", "1.num_batches_tracked"}) {
+        CAPTURE(name);
+        // The same rows through the same kernels; 1e-6 allows another thread count's sum order.
+        CHECK(test::max_abs_diff(got.tensors.at(name).to(DType::f64), expected->at(name).to(DType::f64)) < 1e-6);
+      }
+    }
 }
 
 TEST_CASE("SyncBatchNorm on 2 and 3 ranks equals BatchNorm on the whole batch") {
