@@ -293,9 +293,13 @@ Tensor to_dtype(const Tensor& x, DType dtype) {
 
 Tensor to_device(const Tensor& x, Device device) {
   if (x.device() == device) return x;
-  check_device_supported(device, "to");
-  check_device_supported(x.device(), "to");
-  return x;  // unreachable until a second device exists; the checks above throw
+  Tensor out = empty(x.sizes(), {x.dtype(), device});
+  kernels::copy(out, x);
+  if (!is_floating(x.dtype())) return out;
+  // The gradient arrives on the new device and goes back to the old one.
+  return record("ToDeviceBackward", out, {x}, [from = x.device()](const Tensor& g, const NeedsGrad&) {
+    return TensorList{to_device(g, from)};
+  });
 }
 
 Tensor& copy_(Tensor& dst, const Tensor& src) {

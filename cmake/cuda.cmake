@@ -1,7 +1,7 @@
-# SG_CUDA=AUTO turns CUDA on when nvcc is found (BUILD-NOTES: check_language, never a hard
-# project(LANGUAGES CUDA), which fails on machines without nvcc). core/cuda/ holds the CUDA
-# sources; the CUDA backend arrives with its own issue, so for now this only finds the toolkit
-# and reports what it would build for.
+# SG_CUDA=AUTO turns the CUDA backend on when nvcc is found (BUILD-NOTES: check_language, never
+# a hard project(LANGUAGES CUDA), which fails on machines without nvcc). The backend's sources
+# are core/cuda/*.cu and *.cpp (and dist/'s NCCL process group); a CPU-only build compiles
+# core/cuda/no_cuda.cpp instead, which answers "not available" (core/cuda/runtime.h).
 set(SG_CUDA_ENABLED OFF)
 if(NOT SG_CUDA STREQUAL "OFF")
   if(NOT CMAKE_CUDA_COMPILER AND EXISTS /usr/local/cuda/bin/nvcc AND NOT DEFINED ENV{CUDACXX})
@@ -15,12 +15,53 @@ if(NOT SG_CUDA STREQUAL "OFF")
     message(FATAL_ERROR "SG_CUDA=ON but no CUDA compiler was found (set CUDACXX or put nvcc on PATH)")
   endif()
 endif()
+
 if(SG_CUDA_ENABLED)
   if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES)
     set(CMAKE_CUDA_ARCHITECTURES "80;90")  # 'native' fails without a GPU; CUDA 13 rejects < 75
   endif()
-  message(STATUS "syncgrad: CUDA compiler ${CMAKE_CUDA_COMPILER} found (SG_CUDA=${SG_CUDA}); "
-                 "CUDA kernels are not part of this version yet, the build is CPU-only")
+  set(CMAKE_CUDA_RUNTIME_LIBRARY Shared)  # else CMake links the static and the shared runtime
+  enable_language(CUDA)
+  # C++20 as the .cpp files: .cu files include core headers (defaulted operator==, ...). CMake
+  # 3.25 knows no nvcc flag for it (BUILD-NOTES), so it is named here.
+  set(CMAKE_CUDA20_STANDARD_COMPILE_OPTION "-std=c++20")
+  set(CMAKE_CUDA20_EXTENSION_COMPILE_OPTION "-std=c++20")
+  set(CMAKE_CUDA_STANDARD 20)
+  set(CMAKE_CUDA_STANDARD_REQUIRED ON)
+  find_package(CUDAToolkit REQUIRED)
+  # cuDNN and NCCL ship no CMake config (BUILD-NOTES).
+  find_path(SG_CUDNN_INCLUDE_DIR cudnn.h HINTS ${CUDAToolkit_INCLUDE_DIRS} REQUIRED)
+  find_library(SG_CUDNN_LIBRARY cudnn HINTS ${CUDAToolkit_LIBRARY_DIR} REQUIRED)
+  find_path(SG_NCCL_INCLUDE_DIR nccl.h HINTS ${CUDAToolkit_INCLUDE_DIRS} REQUIRED)
+  find_library(SG_NCCL_LIBRARY nccl HINTS ${CUDAToolkit_LIBRARY_DIR} REQUIRED)
+  message(STATUS "syncgrad: CUDA backend on (${CMAKE_CUDA_COMPILER}, architectures ${CMAKE_CUDA_ARCHITECTURES}; "
+                 "cuDNN ${SG_CUDNN_LIBRARY}, NCCL ${SG_NCCL_LIBRARY})")
 else()
   message(STATUS "syncgrad: CUDA off (SG_CUDA=${SG_CUDA}); CPU-only build")
 endif()
+
+# Adds the backend to the library target: sources, the SG_WITH_CUDA switch (public, since
+# core/device.h reads it), the CUDA libraries. Never CUDA::cuda_driver: a binary linked to
+# libcuda refuses to start on machines without a driver.
+function(sg_add_cuda_backend target)
+  file(GLOB cuda_sources CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/core/cuda/*.cu ${PROJECT_SOURCE_DIR}/core/cuda/*.cpp
+       ${PROJECT_SOURCE_DIR}/dist/cuda/*.cpp ${PROJECT_SOURCE_DIR}/dist/cuda/*.cu)
+  set(cpu_only ${PROJECT_SOURCE_DIR}/core/cuda/no_cuda.cpp)
+  set(always ${PROJECT_SOURCE_DIR}/core/cuda/block_cache.cpp)
+  list(REMOVE_ITEM cuda_sources ${cpu_only} ${always})
+  target_sources(${target} PRIVATE ${always})
+  if(NOT SG_CUDA_ENABLED)
+    target_sources(${target} PRIVATE ${cpu_only})
+    target_compile_definitions(${target} PUBLIC SG_WITH_CUDA=0)
+    return()
+  endif()
+  target_sources(${target} PRIVATE ${cuda_sources})
+  target_compile_definitions(${target} PUBLIC SG_WITH_CUDA=1)
+  target_include_directories(${target} PRIVATE ${SG_CUDNN_INCLUDE_DIR} ${SG_NCCL_INCLUDE_DIR})
+  target_link_libraries(${target} PUBLIC CUDA::cudart PRIVATE CUDA::cublas CUDA::cublasLt
+                        ${SG_CUDNN_LIBRARY} ${SG_NCCL_LIBRARY})
+  # nvcc: the host compiler gets the same warnings; device lambdas for the elementwise kernels.
+  # The .cu files include no Eigen header, so they need not share the C++ files' -march.
+  target_compile_options(${target} PRIVATE
+    $<$<COMPILE_LANGUAGE:CUDA>:--extended-lambda --expt-relaxed-constexpr -Xcompiler=-Wall,-Wextra>)
+endfunction()

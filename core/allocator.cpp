@@ -5,6 +5,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "core/cuda/device_allocator.h"
 #include "core/error.h"
 
 namespace sg {
@@ -100,7 +101,9 @@ CpuCacheStats cpu_cache_stats() { return the_cpu_allocator().stats(); }
 void cpu_empty_cache() { the_cpu_allocator().empty_cache(); }
 
 Allocator& allocator_for(const Device& device) {
-  check_device_supported(device, "allocate");
+  if (runs_on_cuda(device, "allocate")) {
+    if constexpr (kCudaBuild) return cuda::device_allocator(device.index);
+  }
   return cpu_allocator();
 }
 

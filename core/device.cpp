@@ -1,5 +1,6 @@
 #include "core/device.h"
 
+#include "core/cuda/runtime.h"
 #include "core/error.h"
 
 namespace sg {
@@ -8,9 +9,19 @@ std::string Device::str() const { return is_cpu() ? "cpu" : "cuda:" + std::to_st
 
 std::ostream& operator<<(std::ostream& out, const Device& device) { return out << device.str(); }
 
-void check_device_supported(const Device& device, const char* op_name) {
-  SG_CHECK(device.is_cpu(), op_name, ": no kernel for device ", device,
-           " (this build of syncgrad runs on the CPU only)");
+bool runs_on_cuda(const Device& device, const char* op_name) {
+  if (device.is_cpu()) return false;
+  SG_CHECK(cuda::is_available(), op_name, ": the tensor is on ", device, " but CUDA is not available: ",
+           cuda::unavailable_reason());
+  SG_CHECK(device.index >= 0 && device.index < cuda::device_count(), op_name, ": there is no device ", device,
+           " (this machine has ", cuda::device_count(), " GPU(s))");
+  return true;
+}
+
+void check_cpu_only(const Device& device, const char* op_name) {
+  if (runs_on_cuda(device, op_name))
+    SG_CHECK(false, op_name, ": this op has a CPU kernel only; the tensor is on ", device,
+             " (move it with .to(Device::cpu()))");
 }
 
 }  // namespace sg

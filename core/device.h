@@ -21,8 +21,25 @@ struct Device {
 
 std::ostream& operator<<(std::ostream& out, const Device& device);
 
-// Throws sg::Error if no kernels exist for `device` in this build or on this machine.
-// Every op calls it at its dispatch point, so a CUDA tensor fails with a message, not a crash.
-void check_device_supported(const Device& device, const char* op_name);
+// True when this library was built with the CUDA backend (CMake's SG_CUDA found nvcc). The
+// kernel dispatch points guard their calls into sg::cuda with `if constexpr (kCudaBuild)`, so a
+// CPU-only build neither compiles nor links any CUDA code.
+#ifndef SG_WITH_CUDA
+#define SG_WITH_CUDA 0
+#endif
+inline constexpr bool kCudaBuild = SG_WITH_CUDA;
+
+// Note [Kernel dispatch]
+// Every kernel entry point (core/kernels/*.cpp) starts with one of these two calls, so a
+// tensor on a device the op cannot serve fails with a message, never with a GPU pointer
+// handed to CPU code.
+// An op that has a CUDA kernel:
+//   if (runs_on_cuda(out.device(), "sum")) { if constexpr (kCudaBuild) return cuda::sum(...); }
+//   cpu::sum(...);
+// runs_on_cuda throws when `device` is a GPU this build or this machine cannot use (naming the
+// reason), and otherwise says whether the op runs on the GPU. An op with a CPU kernel only calls
+// check_cpu_only, which throws for every other device.
+bool runs_on_cuda(const Device& device, const char* op_name);
+void check_cpu_only(const Device& device, const char* op_name);
 
 }  // namespace sg

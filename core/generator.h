@@ -3,6 +3,8 @@
 #include <cstdint>
 #include <string>
 
+#include "core/philox.h"  // defines: PhiloxBlock, philox4x32_10, uniform_float, uniform_double
+
 namespace sg {
 
 // A Philox-4x32-10 counter-based generator (as PyTorch's CUDA and JAX use): the n-th number of
@@ -20,9 +22,9 @@ public:
   uint64_t offset() const { return offset_; }
   void set_offset(uint64_t offset) { offset_ = offset; }
 
-  // Four independent 32-bit words for counter `block`.
-  struct Block { uint32_t word[4]; };
-  Block philox(uint64_t block) const;
+  // Four independent 32-bit words for counter `block` (core/philox.h, shared with the GPU).
+  using Block = PhiloxBlock;
+  Block philox(uint64_t block) const { return philox4x32_10(seed_, block); }
 
 private:
   uint64_t seed_ = 0;
@@ -31,11 +33,5 @@ private:
 
 Generator& default_generator();
 void manual_seed(uint64_t seed);  // seeds the default generator
-
-// Converts random bits to a float in [0, 1) with 24 (or 53) random mantissa bits.
-inline float uniform_float(uint32_t bits) { return static_cast<float>(bits >> 8) * (1.0f / 16777216.0f); }
-inline double uniform_double(uint32_t hi, uint32_t lo) {
-  return static_cast<double>((uint64_t(hi) << 21) ^ (lo >> 11)) * (1.0 / 9007199254740992.0);
-}
 
 }  // namespace sg

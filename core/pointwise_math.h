@@ -1,14 +1,10 @@
 #pragma once
 // defines: UnaryOp, BinaryOp and the per-element math for each — one definition shared by
-//          the CPU kernels and (later) the CUDA kernels, so the CPU tests check both.
+//          the CPU kernels and the CUDA kernels, so the CPU tests check both.
 #include <cmath>
 #include <cstdint>
 
-#ifdef __CUDACC__
-#define SG_HOST_DEVICE __host__ __device__
-#else
-#define SG_HOST_DEVICE
-#endif
+#include "core/host_device.h"
 
 namespace sg {
 

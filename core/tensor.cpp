@@ -1,5 +1,7 @@
 #include "core/tensor.h"
 
+#include "core/kernels/pointwise.h"
+
 namespace sg {
 
 namespace {
@@ -40,7 +42,12 @@ void* Tensor::raw_data() const {
 template <typename T>
 T Tensor::item() const {
   SG_CHECK(numel() == 1, "item: expected a tensor with one element, got shape ", shape_str(sizes()));
-  check_device_supported(device(), "item");
+  if (runs_on_cuda(device(), "item")) {  // read the one value back to the host
+    const Tensor host(std::make_shared<TensorImpl>(std::make_shared<Storage>(element_size(), Device::cpu()), 0,
+                                                   Shape(dim(), 1), Shape(dim(), 1), dtype()));
+    kernels::copy(host, *this);
+    return host.item<T>();
+  }
   return SG_DISPATCH_ALL(dtype(), "item", [&]<typename scalar_t>() {
     return static_cast<T>(static_cast<opmath_t<scalar_t>>(*static_cast<const scalar_t*>(raw_data())));
   });

@@ -8,8 +8,10 @@
 #include <thread>
 
 #include "amp/grad_scaler.h"
+#include "core/cuda/runtime.h"
 #include "dist/environment.h"
 #include "dist/process_group_gloo.h"
+#include "dist/process_group_nccl.h"
 #include "dist/tcp_store.h"
 
 namespace sg::dist {
@@ -52,13 +54,25 @@ void wait_for_all_ranks(TcpStore& store, int rank, int world, std::chrono::milli
   }
 }
 
+// NCCL: one GPU per process, cuda:LOCAL_RANK, made current for this thread before the
+// communicator joins (NCCL binds it to the current device) and for the program's tensors.
+void select_gpu(int local_rank) {
+  SG_CHECK(cuda::is_available(), "init_process_group: backend 'nccl' needs a GPU: ", cuda::unavailable_reason(),
+           " (use backend 'gloo' for CPU tensors)");
+  SG_CHECK(local_rank < cuda::device_count(), "init_process_group: backend 'nccl' gives each process the GPU of its "
+           "LOCAL_RANK, but LOCAL_RANK=", local_rank, " and this machine has ", cuda::device_count(),
+           " GPU(s); start at most that many processes per machine");
+  cuda::set_device(local_rank);
+}
+
 }  // namespace
 
 void init_process_group(InitOptions options) {
   SG_CHECK(!is_initialized(), "init_process_group: the default group is already initialised "
            "(call destroy_process_group first)");
-  SG_CHECK(options.backend == "gloo", "init_process_group: unknown backend '", options.backend,
-           "' (this build has: gloo)");
+  const bool nccl = options.backend == "nccl";
+  SG_CHECK(options.backend == "gloo" || nccl, "init_process_group: unknown backend '", options.backend,
+           "' (gloo for CPU tensors, nccl for CUDA tensors)");
   LaunchEnvironment env;
   if (options.rank < 0 || options.world_size < 0) {
     const auto from_environment = launch_environment();
@@ -88,20 +102,30 @@ void init_process_group(InitOptions options) {
     options.timeout = std::chrono::milliseconds(static_cast<int64_t>(value * 1000));
   }
   if (const char* debug = std::getenv("SG_DIST_DEBUG")) options.debug = options.debug || std::string(debug) == "1";
+  if (nccl) select_gpu(env.local_rank);
   std::signal(SIGPIPE, SIG_IGN);  // Gloo writes without MSG_NOSIGNAL: a dead peer must be an error, not a signal
 
   auto store = std::make_shared<TcpStore>(env.master_addr, env.master_port, env.rank == 0, options.timeout);
   store->register_rank(env.rank);  // so a failed collective can tell a rank that exited (dist/tcp_store.cpp)
   wait_for_all_ranks(*store, env.rank, env.world_size, options.timeout);
   DefaultGroup& group = state();
-  group.group = std::make_unique<ProcessGroupGloo>(store, env.rank, env.world_size, options.timeout, options.debug);
+  if (!nccl) {
+    group.group = std::make_unique<ProcessGroupGloo>(store, env.rank, env.world_size, options.timeout, options.debug);
+  } else if constexpr (kCudaBuild) {  // select_gpu has thrown in a CPU-only build
+    group.group = make_nccl_process_group(store, env.rank, env.world_size, env.local_rank, options.timeout);
+  }
   group.store = store;
   group.local_rank = env.local_rank;
   group.local_world_size = env.local_world_size;
   // Every rank must take the same decision to skip an f16 step: a gradient that overflowed on one
   // rank only (after DDP's averaging, an inf anywhere is an inf everywhere, but a scaler used
   // without DDP or on local-only gradients would not know) makes all of them skip.
-  amp::set_found_inf_reducer([](Tensor& found_inf) { default_group().all_reduce(found_inf, ReduceOp::MAX)->wait(); });
+  amp::set_found_inf_reducer([](Tensor& found_inf) {
+    ProcessGroup& group = default_group();
+    Tensor on_group_device = found_inf.to(group.device());  // the same tensor when it is there already
+    group.all_reduce(on_group_device, ReduceOp::MAX)->wait();
+    if (!on_group_device.is_same(found_inf)) found_inf.copy_(on_group_device);
+  });
 }
 
 void destroy_process_group() {

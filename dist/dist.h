@@ -15,6 +15,8 @@
 namespace sg::dist {
 
 struct InitOptions {
+  // "gloo": collectives on CPU tensors. "nccl": on CUDA tensors, each process on the GPU of its
+  // LOCAL_RANK, which init_process_group makes the current device.
   std::string backend = "gloo";
   // -1 / empty / 0: read from the environment (dist/environment.h: torchrun/sgrun, Slurm or
   // Open MPI variables; MASTER_ADDR and MASTER_PORT default to 127.0.0.1:29500).
@@ -25,7 +27,7 @@ struct InitOptions {
   // Rendezvous and every collective fail after this long (SG_DIST_TIMEOUT, in seconds, overrides
   // the default of 30 minutes).
   std::chrono::milliseconds timeout = std::chrono::minutes(30);
-  // Exchange a fingerprint of every collective first (SG_DIST_DEBUG=1 turns it on).
+  // Exchange a fingerprint of every collective first (SG_DIST_DEBUG=1 turns it on; Gloo only).
   bool debug = false;
 };
 

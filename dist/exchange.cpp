@@ -8,6 +8,22 @@
 
 namespace sg::dist {
 
+namespace {
+
+// Where each tensor sits in the flat byte buffer: at a multiple of 8 bytes, so that a tensor of
+// any dtype can be viewed in place there.
+int64_t aligned(int64_t bytes) { return (bytes + 7) / 8 * 8; }
+
+// `like`'s shape and dtype, viewed at `byte_offset` of the byte buffer `flat` (sharing its
+// storage). Packing and unpacking are then plain tensor copies, which run where the tensors
+// live: on the CPU, or on the GPU for an NCCL group.
+Tensor slot_in(const Tensor& flat, int64_t byte_offset, const Tensor& like) {
+  return Tensor(std::make_shared<TensorImpl>(flat.storage(), byte_offset / static_cast<int64_t>(like.element_size()),
+                                             like.sizes(), contiguous_strides(like.sizes()), like.dtype()));
+}
+
+}  // namespace
+
 void broadcast_coalesced(ProcessGroup& group, const TensorList& tensors, int root) {
   CoalescedBroadcast(group, tensors, root).finish();
 }
@@ -19,16 +35,15 @@ CoalescedBroadcast::CoalescedBroadcast(ProcessGroup& group, TensorList tensors, 
   // A broadcast moves bytes, so tensors of every dtype share one flat byte buffer: one collective
   // per call, whatever the mix (BatchNorm's f32 statistics and i64 counters travel together).
   int64_t total = 0;
-  for (const Tensor& t : tensors_) total += static_cast<int64_t>(t.numel() * t.element_size());
+  for (const Tensor& t : tensors_) total = aligned(total) + static_cast<int64_t>(t.numel() * t.element_size());
   if (total == 0) return;
   flat_ = empty({total}, {DType::u8, tensors_.front().device()});
   if (is_root_) {
-    uint8_t* bytes = flat_.data_ptr<uint8_t>();
     int64_t offset = 0;
     for (const Tensor& t : tensors_) {
-      const Tensor source = t.contiguous();
-      std::memcpy(bytes + offset, source.raw_data(), source.numel() * source.element_size());
-      offset += static_cast<int64_t>(source.numel() * source.element_size());
+      offset = aligned(offset);
+      slot_in(flat_, offset, t).copy_(t);
+      offset += static_cast<int64_t>(t.numel() * t.element_size());
     }
   }
   work_ = group.broadcast(flat_, root);
@@ -64,26 +79,21 @@ void CoalescedBroadcast::finish() {
   // Root's tensors are the source; they may have moved on since the bytes were packed.
   if (is_root_) return;
   NoGradGuard no_grad;
-  const uint8_t* bytes = flat_.data_ptr<uint8_t>();
   int64_t offset = 0;
   for (Tensor t : tensors_) {
-    const size_t size = t.numel() * t.element_size();
-    if (t.is_contiguous()) {
-      std::memcpy(t.raw_data(), bytes + offset, size);
-    } else {
-      Tensor staged = empty(t.sizes(), {t.dtype(), t.device()});
-      std::memcpy(staged.raw_data(), bytes + offset, size);
-      t.copy_(staged);
-    }
-    offset += static_cast<int64_t>(size);
+    offset = aligned(offset);
+    t.copy_(slot_in(flat_, offset, t));
+    offset += static_cast<int64_t>(t.numel() * t.element_size());
   }
 }
 
+// The texts are built and read on the host and travel on the group's device.
 std::vector<std::string> all_gather_strings(ProcessGroup& group, const std::string& text) {
   const int world = group.size();
-  Tensor length = full({1}, static_cast<double>(text.size()), {DType::i64});
+  const Device device = group.device();
+  Tensor length = full({1}, static_cast<double>(text.size()), {DType::i64}).to(device);
   std::vector<Tensor> lengths;
-  for (int r = 0; r < world; ++r) lengths.push_back(empty({1}, {DType::i64}));
+  for (int r = 0; r < world; ++r) lengths.push_back(empty({1}, {DType::i64, device}));
   group.all_gather(lengths, length)->wait();
 
   int64_t longest = 0;
@@ -91,13 +101,16 @@ std::vector<std::string> all_gather_strings(ProcessGroup& group, const std::stri
   // all_gather needs equal shapes: pad every text to the longest.
   Tensor bytes = zeros({longest}, {DType::u8});
   std::memcpy(bytes.data_ptr<uint8_t>(), text.data(), text.size());
+  bytes = bytes.to(device);
   std::vector<Tensor> gathered;
-  for (int r = 0; r < world; ++r) gathered.push_back(empty({longest}, {DType::u8}));
+  for (int r = 0; r < world; ++r) gathered.push_back(empty({longest}, {DType::u8, device}));
   group.all_gather(gathered, bytes)->wait();
 
   std::vector<std::string> texts;
-  for (int r = 0; r < world; ++r)
-    texts.emplace_back(reinterpret_cast<const char*>(gathered[r].data_ptr<uint8_t>()), lengths[r].item<int64_t>());
+  for (int r = 0; r < world; ++r) {
+    const Tensor on_host = gathered[r].to(Device::cpu());
+    texts.emplace_back(reinterpret_cast<const char*>(on_host.data_ptr<uint8_t>()), lengths[r].item<int64_t>());
+  }
   return texts;
 }
 

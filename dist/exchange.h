@@ -11,7 +11,7 @@ namespace sg::dist {
 
 // Copies every tensor of `root` into the same tensor of every rank. All of them travel packed in
 // one flat byte buffer: one collective instead of one per tensor (for a model's BatchNorm
-// buffers, 1 instead of dozens). CPU tensors; synchronous.
+// buffers, 1 instead of dozens). The tensors live on the group's device; synchronous.
 void broadcast_coalesced(ProcessGroup& group, const TensorList& tensors, int root = 0);
 
 // The same broadcast, started now and finished later: the constructor packs root's tensors and

@@ -42,6 +42,8 @@ public:
   int rank() const { return rank_; }
   int size() const { return size_; }
   virtual std::string backend_name() const = 0;
+  // Where the tensors of its collectives must live: the CPU for Gloo, this rank's GPU for NCCL.
+  virtual Device device() const = 0;
 
   // In place on every rank; AVG divides the sum by size() (integers: truncating division).
   virtual WorkPtr all_reduce(Tensor& tensor, ReduceOp op = ReduceOp::SUM) = 0;

@@ -27,9 +27,6 @@ namespace sg::dist {
 
 namespace {
 
-enum CollectiveOp { kAllReduce, kBroadcast, kReduce, kAllGather, kGather, kScatter, kBarrier };
-constexpr const char* kOpNames[] = {"all_reduce", "broadcast", "reduce", "all_gather", "gather", "scatter", "barrier"};
-
 using ReduceFunction = std::function<void(void*, const void*, const void*, size_t)>;
 
 // c[i] = a[i] (op) b[i] over n elements. f16/bf16 combine in f32 and round once per step, as a
@@ -105,20 +102,6 @@ std::shared_ptr<gloo::transport::Device> make_device(const std::string& master_a
 }
 
 }  // namespace
-
-std::string ProcessGroupGloo::Description::str(int64_t sequence) const {
-  std::ostringstream out;
-  out << kOpNames[op];
-  if (reduce_op >= 0) out << "(" << reduce_op_name(static_cast<ReduceOp>(reduce_op)) << ")";
-  if (root >= 0) out << "(root " << root << ")";
-  out << " #" << sequence;
-  if (dtype >= 0) {
-    const DType type = static_cast<DType>(dtype);
-    out << " on " << type << shape_str(shape) << " (" << numel_of(shape) * static_cast<int64_t>(itemsize(type))
-        << " bytes)";
-  }
-  return out.str();
-}
 
 class ProcessGroupGloo::GlooWork final : public Work {
 public:
@@ -218,8 +201,7 @@ void ProcessGroupGloo::run_one(GlooWork& work, int64_t sequence, const Descripti
              " cannot run: the group failed earlier and is unusable:\n  ", broken_);
     try {
       // "rank r started #n", read back by diagnose_failure on the other ranks.
-      const std::string started = std::to_string(sequence);
-      store_->set("started/" + std::to_string(rank()), std::vector<char>(started.begin(), started.end()));
+      mark_started(*store_, rank(), sequence);
       if (debug_) check_fingerprints(sequence, description);
       run(tag_of(sequence));
     } catch (const sg::Error&) {
@@ -227,7 +209,7 @@ void ProcessGroupGloo::run_one(GlooWork& work, int64_t sequence, const Descripti
     } catch (const std::exception& e) {
       broken_ = "rank " + std::to_string(rank()) + ": " + description.str(sequence) + " failed: " + e.what();
       SG_CHECK(false, "ProcessGroupGloo (rank ", rank(), " of ", size(), "): ", description.str(sequence),
-               " failed: ", e.what(), "\n  ", diagnose_failure(sequence));
+               " failed: ", e.what(), "\n  ", diagnose_failure(*store_, rank(), size(), sequence));
     }
   } catch (...) {
     error = std::current_exception();
@@ -236,71 +218,13 @@ void ProcessGroupGloo::run_one(GlooWork& work, int64_t sequence, const Descripti
   work.finish(error, timing);
 }
 
-// After a failure: which ranks never started this collective (they are late, hung, or took a
-// different path), and what became of the others. Each surviving rank whose collective failed
-// leaves a "failed" mark; the store marks a rank whose connection closed as departed (Note
-// [Departure marks] in tcp_store.cpp). A rank with neither within a second is alive but busy
-// elsewhere: stuck in computation or data loading, or waiting in a different collective.
-std::string ProcessGroupGloo::diagnose_failure(int64_t sequence) {
-  try {
-    const std::string mark = std::to_string(sequence);
-    store_->set("failed/" + mark + "/" + std::to_string(rank()), {'1'});
-    std::vector<int> behind, pending;
-    for (int r = 0; r < size(); ++r) {
-      if (r == rank()) continue;
-      pending.push_back(r);
-      const std::string started_key = "started/" + std::to_string(r);
-      int64_t started = -1;
-      if (store_->check({started_key})) {
-        const auto value = store_->get(started_key);
-        started = std::stoll(std::string(value.begin(), value.end()));
-      }
-      if (started < sequence) behind.push_back(r);
-    }
-    // A dying process closes its sockets one by one, so the store may learn of it a little after
-    // Gloo did: look again every 20 ms.
-    std::vector<int> departed;
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(1);
-    while (!pending.empty() && std::chrono::steady_clock::now() < deadline) {
-      std::erase_if(pending, [&](int r) {
-        if (store_->check({"failed/" + mark + "/" + std::to_string(r)})) return true;
-        if (!store_->check({"departed/" + std::to_string(r)})) return false;
-        departed.push_back(r);
-        return true;
-      });
-      if (!pending.empty()) std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    }
-    const auto list = [](std::vector<int> ranks) {
-      std::sort(ranks.begin(), ranks.end());
-      std::ostringstream out;
-      for (size_t i = 0; i < ranks.size(); ++i) out << (i ? ", " : "") << ranks[i];
-      return out.str();
-    };
-    std::ostringstream report;
-    if (!behind.empty()) report << "rank(s) " << list(behind) << " never reached collective #" << sequence << ". ";
-    if (!departed.empty()) report << "rank(s) " << list(departed) << " exited (their connection to the store closed). ";
-    if (!pending.empty())
-      report << "rank(s) " << list(pending) << " are still running but did not fail with it: stuck elsewhere "
-             << "(computation, data loading, or a different collective).";
-    if (behind.empty() && departed.empty() && pending.empty())
-      report << "every rank reached collective #" << sequence << " and is alive: check that all ranks issue the same "
-             << "collectives with the same shapes (SG_DIST_DEBUG=1 checks it).";
-    std::string text = report.str();
-    if (text.back() == ' ') text.pop_back();
-    return text;
-  } catch (const std::exception& e) {
-    return std::string("could not ask the store which ranks arrived (") + e.what() +
-           "); rank 0, which hosts it, has probably exited or crashed.";
-  }
-}
-
 // SG_DIST_DEBUG: every rank all-gathers a fixed-size record of the collective it is about to
 // run; if the records differ, every rank throws the same message.
 void ProcessGroupGloo::check_fingerprints(int64_t sequence, const Description& description) {
   constexpr int kMaxDims = 8, kFields = 6 + kMaxDims;
   std::vector<int64_t> mine(kFields, -1);
   mine[0] = sequence;
-  mine[1] = description.op;
+  mine[1] = static_cast<int64_t>(description.op);
   mine[2] = description.reduce_op;
   mine[3] = description.dtype;
   mine[4] = description.root;
@@ -316,7 +240,7 @@ void ProcessGroupGloo::check_fingerprints(int64_t sequence, const Description& d
 
   const auto describe = [&](int r) {
     const int64_t* f = all.data() + r * kFields;
-    Description d{static_cast<int>(f[1]), static_cast<int>(f[2]), static_cast<int>(f[3]), static_cast<int>(f[4]), {}};
+    Description d{static_cast<CollectiveOp>(f[1]), static_cast<int>(f[2]), static_cast<int>(f[3]), static_cast<int>(f[4]), {}};
     for (int64_t i = 0; i < std::min<int64_t>(f[5], kMaxDims); ++i) d.shape.push_back(f[6 + i]);
     return d.str(f[0]);
   };
@@ -334,7 +258,7 @@ WorkPtr ProcessGroupGloo::all_reduce(Tensor& tensor, ReduceOp op) {
   Tensor t = tensor;
   const std::chrono::milliseconds timeout = timeout_;
   const int world = size();
-  Description description{kAllReduce, static_cast<int>(op), static_cast<int>(t.dtype()), -1, t.sizes()};
+  Description description{CollectiveOp::all_reduce, static_cast<int>(op), static_cast<int>(t.dtype()), -1, t.sizes()};
   return enqueue(description, [this, t, op, timeout, world](uint32_t tag) {
     if (t.numel() == 0) return;
     SG_DISPATCH_ALL(t.dtype(), "all_reduce", [&]<typename T>() {
@@ -355,7 +279,7 @@ WorkPtr ProcessGroupGloo::broadcast(Tensor& tensor, int root) {
   SG_CHECK(root >= 0 && root < size(), "ProcessGroupGloo::broadcast: root ", root, " is not a rank of this group of ", size());
   Tensor t = tensor;
   const std::chrono::milliseconds timeout = timeout_;
-  return enqueue({kBroadcast, -1, static_cast<int>(t.dtype()), root, t.sizes()},
+  return enqueue({CollectiveOp::broadcast, -1, static_cast<int>(t.dtype()), root, t.sizes()},
                  [this, t, root, timeout](uint32_t tag) {
                    if (t.numel() == 0) return;
                    gloo::BroadcastOptions options(context_);
@@ -375,7 +299,7 @@ WorkPtr ProcessGroupGloo::reduce(Tensor& tensor, int root, ReduceOp op) {
   Tensor t = tensor;
   const std::chrono::milliseconds timeout = timeout_;
   const int world = size();
-  return enqueue({kReduce, static_cast<int>(op), static_cast<int>(t.dtype()), root, t.sizes()},
+  return enqueue({CollectiveOp::reduce, static_cast<int>(op), static_cast<int>(t.dtype()), root, t.sizes()},
                  [this, t, root, op, timeout, world](uint32_t tag) {
                    if (t.numel() == 0) return;
                    SG_DISPATCH_ALL(t.dtype(), "reduce", [&]<typename T>() {
@@ -401,7 +325,7 @@ WorkPtr ProcessGroupGloo::all_gather(std::vector<Tensor>& outputs, const Tensor&
   const Tensor in = input;
   const std::vector<Tensor> outs = outputs;
   const std::chrono::milliseconds timeout = timeout_;
-  return enqueue({kAllGather, -1, static_cast<int>(in.dtype()), -1, in.sizes()},
+  return enqueue({CollectiveOp::all_gather, -1, static_cast<int>(in.dtype()), -1, in.sizes()},
                  [this, in, outs, timeout](uint32_t tag) {
                    const size_t bytes = nbytes_of(in);
                    if (bytes == 0) return;
@@ -428,7 +352,7 @@ WorkPtr ProcessGroupGloo::gather(std::vector<Tensor>& outputs, const Tensor& inp
   const Tensor in = input;
   const std::vector<Tensor> outs = rank() == root ? outputs : std::vector<Tensor>{};
   const std::chrono::milliseconds timeout = timeout_;
-  return enqueue({kGather, -1, static_cast<int>(in.dtype()), root, in.sizes()},
+  return enqueue({CollectiveOp::gather, -1, static_cast<int>(in.dtype()), root, in.sizes()},
                  [this, in, outs, root, timeout](uint32_t tag) {
                    const size_t bytes = nbytes_of(in);
                    if (bytes == 0) return;
@@ -455,7 +379,7 @@ WorkPtr ProcessGroupGloo::scatter(Tensor& output, const std::vector<Tensor>& inp
   const Tensor out = output;
   const std::vector<Tensor> ins = rank() == root ? inputs : std::vector<Tensor>{};
   const std::chrono::milliseconds timeout = timeout_;
-  return enqueue({kScatter, -1, static_cast<int>(out.dtype()), root, out.sizes()},
+  return enqueue({CollectiveOp::scatter, -1, static_cast<int>(out.dtype()), root, out.sizes()},
                  [this, out, ins, root, timeout](uint32_t tag) {
                    const size_t bytes = nbytes_of(out);
                    if (bytes == 0) return;
@@ -473,7 +397,7 @@ WorkPtr ProcessGroupGloo::scatter(Tensor& output, const std::vector<Tensor>& inp
 
 WorkPtr ProcessGroupGloo::barrier() {
   const std::chrono::milliseconds timeout = timeout_;
-  return enqueue({kBarrier, -1, -1, -1, {}}, [this, timeout](uint32_t tag) {
+  return enqueue({CollectiveOp::barrier, -1, -1, -1, {}}, [this, timeout](uint32_t tag) {
     gloo::BarrierOptions options(context_);
     options.setTag(tag);
     options.setTimeout(timeout);

@@ -9,6 +9,7 @@
 #include <string>
 #include <thread>
 
+#include "dist/collective_report.h"
 #include "dist/process_group.h"
 
 namespace gloo {
@@ -36,6 +37,7 @@ public:
   ~ProcessGroupGloo() override;
 
   std::string backend_name() const override { return "gloo"; }
+  Device device() const override { return Device::cpu(); }
   WorkPtr all_reduce(Tensor& tensor, ReduceOp op = ReduceOp::SUM) override;
   WorkPtr broadcast(Tensor& tensor, int root = 0) override;
   WorkPtr reduce(Tensor& tensor, int root = 0, ReduceOp op = ReduceOp::SUM) override;
@@ -45,17 +47,8 @@ public:
   WorkPtr barrier() override;
   void set_timeout(std::chrono::milliseconds timeout) override;
 
-  // What a collective is, for fingerprints and error messages.
-  struct Description {
-    int op = 0;         // index into the op names
-    int reduce_op = -1;
-    int dtype = -1;
-    int root = -1;
-    Shape shape;
-    std::string str(int64_t sequence) const;  // "all_reduce(SUM) #3 on f32[10]"
-  };
-
 private:
+  using Description = CollectiveDescription;
   class GlooWork;
   // Queues `run` as collective number next_sequence_++ and returns its Work; `run` gets the Gloo
   // tag to use (unique among the collectives in flight).
@@ -64,7 +57,6 @@ private:
   void run_one(GlooWork& work, int64_t sequence, const Description& description,
                const std::function<void(uint32_t tag)>& run);
   void check_fingerprints(int64_t sequence, const Description& description);
-  std::string diagnose_failure(int64_t sequence);
   static uint32_t tag_of(int64_t sequence) { return static_cast<uint32_t>(sequence & 0x7fffffff); }
 
   std::shared_ptr<TcpStore> store_;

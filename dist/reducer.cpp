@@ -138,8 +138,9 @@ void Reducer::finalize() {
   // (undefined, so the optimizer skips it), as in PyTorch.
   Tensor used_anywhere;
   if (find_unused_parameters_) {
-    used_anywhere = empty({static_cast<int64_t>(params_.size())}, {DType::i32});
-    for (size_t p = 0; p < params_.size(); ++p) used_anywhere.data_ptr<int32_t>()[p] = ready_[p] ? 1 : 0;
+    Tensor used_here = empty({static_cast<int64_t>(params_.size())}, {DType::i32});
+    for (size_t p = 0; p < params_.size(); ++p) used_here.data_ptr<int32_t>()[p] = ready_[p] ? 1 : 0;
+    used_anywhere = used_here.to(group_.device());
     for (size_t p : unused) {
       Bucket& bucket = buckets_[bucket_of_[p]];
       bucket.buffer.narrow(0, bucket.offsets[slot_of_[p]], params_[p].numel()).zero_();
@@ -147,6 +148,7 @@ void Reducer::finalize() {
     }
     launch_ready_buckets();
     group_.all_reduce(used_anywhere, ReduceOp::MAX)->wait();  // after the buckets: same order on every rank
+    used_anywhere = used_anywhere.to(Device::cpu());  // read on the host below
   }
 
   for (Bucket& bucket : buckets_) {

@@ -37,7 +37,7 @@ GlobalStatistics gather_statistics(const Tensor& input, ProcessGroup& group) {
   const int64_t channels = input.size(1);
   const int64_t count = input.numel() / channels;
   // This rank's [count, mean (C), M2 (C)] — M2 the sum of squared deviations from its mean.
-  Tensor local = zeros({1 + 2 * channels}, {DType::f64});
+  Tensor local = zeros({1 + 2 * channels}, {DType::f64, group.device()});
   local.narrow(0, 0, 1).fill_(static_cast<double>(count));
   if (count > 0) {
     const Tensor x = input.to(DType::f64);
@@ -46,7 +46,7 @@ GlobalStatistics gather_statistics(const Tensor& input, ProcessGroup& group) {
     local.narrow(0, 1 + channels, channels).copy_((x - per_channel(mean, x)).pow(2.0).sum(reduced_dims(x)));
   }
   std::vector<Tensor> all;
-  for (int r = 0; r < group.size(); ++r) all.push_back(empty({1 + 2 * channels}, {DType::f64}));
+  for (int r = 0; r < group.size(); ++r) all.push_back(empty({1 + 2 * channels}, {DType::f64, group.device()}));
   group.all_gather(all, local)->wait();
 
   // Chan et al.: merging (n_a, mean_a, M2_a) with (n_b, mean_b, M2_b) gives
@@ -55,7 +55,8 @@ GlobalStatistics gather_statistics(const Tensor& input, ProcessGroup& group) {
   double* mean = stats.mean.data_ptr<double>();
   double* m2 = stats.biased_var.data_ptr<double>();
   for (const Tensor& rank_stats : all) {
-    const double* s = rank_stats.data_ptr<double>();
+    const Tensor on_host = rank_stats.to(Device::cpu());  // a few numbers per channel: merged on the host
+    const double* s = on_host.data_ptr<double>();
     const int64_t n_b = static_cast<int64_t>(s[0]);
     if (n_b == 0) continue;
     const int64_t n = stats.count + n_b;
@@ -70,6 +71,8 @@ GlobalStatistics gather_statistics(const Tensor& input, ProcessGroup& group) {
   SG_CHECK(stats.count > 1, "SyncBatchNorm: expected more than 1 value per channel over all ranks when training, got ",
            stats.count, " (input of shape ", shape_str(input.sizes()), " on rank ", group.rank(), ")");
   stats.biased_var.div_(static_cast<double>(stats.count));  // M2 / n
+  stats.mean = stats.mean.to(input.device());
+  stats.biased_var = stats.biased_var.to(input.device());
   return stats;
 }
 

@@ -25,9 +25,11 @@ std::pair<int64_t, int64_t> shard(int rank, int world, int64_t global);
 // Trains `model` for kSteps SGD steps (lr 0.05, momentum 0.9) on rows [begin, end) of each
 // global batch, with an MSE loss averaged over those rows. With `micro_batches` > 1, each step
 // accumulates that many equal parts, every part's loss divided by micro_batches; `on_part` runs
-// each part's forward+backward (DDP passes one that wraps all but the last in no_sync).
+// each part's forward+backward (DDP passes one that wraps all but the last in no_sync). The
+// batches are moved to `device`, where the model lives.
 using PartStep = std::function<void(int part, int parts, const std::function<void()>& forward_backward)>;
-void train(nn::Module& model, int64_t begin, int64_t end, int micro_batches, const PartStep& on_part);
+void train(nn::Module& model, int64_t begin, int64_t end, int micro_batches, const PartStep& on_part,
+           Device device = Device::cpu());
 
 // A Linear(10, 6) followed by BatchNorm1d(6), for the buffer-broadcast test.
 std::shared_ptr<nn::Sequential> make_linear_batch_norm();

@@ -120,6 +120,22 @@ void buffers(const std::string& out) {
   save_buffers("no_grad");
 }
 
+// Rank 1 dies (exit code 9) after two training steps; rank 0 goes on with its third step, whose
+// backward waits for a gradient all-reduce rank 1 will never join: it must fail naming rank 1.
+void rank_dies() {
+  const int rank = dist::get_rank(), world = dist::get_world_size();
+  dist::DistributedDataParallel ddp_model(ddp::make_mlp(1));
+  optim::SGD optimizer(ddp_model.parameters(), {.lr = 0.05});
+  const auto [begin, end] = ddp::shard(rank, world, ddp::kGlobalBatch);
+  for (int step = 0; step < 3; ++step) {
+    if (step == 2 && rank == 1) std::exit(9);
+    const auto [x, y] = ddp::batch(step);
+    optimizer.zero_grad();
+    nn::functional::mse_loss(ddp_model(x.narrow(0, begin, end - begin)), y.narrow(0, begin, end - begin)).backward();
+    optimizer.step();
+  }
+}
+
 // An f16 loss scaler under DDP, with an overflow injected into rank 1's gradients only, after
 // the all-reduce: both ranks must skip that step and halve the scale, then both step.
 void scaler_agreement() {
@@ -198,6 +214,8 @@ int main(int argc, char** argv) {
       sync_batch_norm(out);
     else if (scenario == "buffers")
       buffers(out);
+    else if (scenario == "rank_dies")
+      rank_dies();
     else if (scenario == "scaler")
       scaler_agreement();
     else if (scenario == "accelerator")

@@ -142,6 +142,17 @@ TEST_CASE("DDP: after each training step every rank holds the buffers rank 0's f
     }
 }
 
+TEST_CASE("a rank that dies mid-training makes the other fail in its next backward, naming the rank") {
+  test::TempDir out;
+  // The 60 s timeout is only a backstop: a closed connection is reported at once.
+  const auto result = test::run_ranks(SG_DIST_WORKER_DDP, 2, {"rank_dies", out.path()}, {{"SG_DIST_TIMEOUT", "60"}}, 30);
+  INFO(result.summary());
+  CHECK(result.exit_code(1) == 9);
+  CHECK(result.exit_code(0) == 3);
+  CHECK(result.output(0).find("rank(s) 1 exited") != std::string::npos);
+  CHECK(result.output(0).find("all_reduce") != std::string::npos);
+}
+
 TEST_CASE("SyncBatchNorm on 2 and 3 ranks equals BatchNorm on the whole batch") {
   // Reference: plain BatchNorm2d over all 8 rows, loss sum(out * G).
   nn::BatchNorm2d bn(ddp::kBnChannels);

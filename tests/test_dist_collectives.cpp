@@ -1,6 +1,7 @@
 // The Gloo process group across real processes on loopback: every collective, op and dtype on
 // 2 and 3 ranks (tests/dist_worker_collectives.cpp checks the values), and the failures a user
 // meets: a rank that dies, one that never comes, ranks that disagree on the collective.
+#include "core/cuda/runtime.h"
 #include "dist_harness.h"
 #include "helpers.h"
 
@@ -55,4 +56,24 @@ TEST_CASE("SG_DIST_DEBUG: ranks calling different collectives all fail, showing 
     CHECK(contains(result.output(rank), "rank 0 called all_reduce(SUM) #0 on f32[10] (40 bytes) but rank 1 called "
                                         "broadcast(root 0) #0 on f32[4] (16 bytes)"));
   }
+}
+
+TEST_CASE("backend nccl without a usable GPU is an error saying why, before any rendezvous") {
+  if (cuda::is_available()) return;  // tests/cuda/test_cuda_nccl.cpp runs the NCCL group there
+  dist::InitOptions options;
+  options.backend = "nccl";
+  options.rank = 0;
+  options.world_size = 1;
+  CHECK_THROWS_WITH_AS(dist::init_process_group(options),
+                       doctest::Contains("init_process_group: backend 'nccl' needs a GPU"), Error);
+  CHECK(!dist::is_initialized());
+}
+
+TEST_CASE("an unknown backend is an error naming the ones there are") {
+  dist::InitOptions options;
+  options.backend = "mpi";
+  options.rank = 0;
+  options.world_size = 1;
+  CHECK_THROWS_WITH_AS(dist::init_process_group(options),
+                       doctest::Contains("unknown backend 'mpi' (gloo for CPU tensors, nccl for CUDA tensors)"), Error);
 }

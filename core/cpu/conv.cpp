@@ -389,8 +389,8 @@ void conv2d(const Tensor& out, const Tensor& input, const Tensor& weight, const 
     });
   }
   const ConvGeometry g = geometry_of(input, weight, out, params, out);
-  const Tensor input_data = contiguous_data(input), weight_data = contiguous_data(weight);
-  const Tensor bias_data = bias.defined() ? contiguous_data(bias) : Tensor();
+  const Tensor input_data = kernels::contiguous(input), weight_data = kernels::contiguous(weight);
+  const Tensor bias_data = bias.defined() ? kernels::contiguous(bias) : Tensor();
   dispatch_blas(out.dtype(), [&]<typename T>() { conv2d_typed<T>(out, input_data, weight_data, bias_data, g); });
 }
 
@@ -401,7 +401,7 @@ void conv2d_grad_input(const Tensor& grad_input, const Tensor& grad_out, const T
     });
   }
   const ConvGeometry g = geometry_of(grad_input, weight, grad_out, params, grad_input);
-  const Tensor grad_out_data = contiguous_data(grad_out), weight_data = contiguous_data(weight);
+  const Tensor grad_out_data = kernels::contiguous(grad_out), weight_data = kernels::contiguous(weight);
   dispatch_blas(grad_input.dtype(),
                 [&]<typename T>() { conv2d_grad_input_typed<T>(grad_input, grad_out_data, weight_data, g); });
 }
@@ -415,7 +415,7 @@ void conv2d_grad_weight(const Tensor& grad_weight, const Tensor& grad_out, const
   }
   const ConvGeometry g = geometry_of(input, grad_weight, grad_out, params, grad_weight);
   if (g.N == 0) return kernels::fill(grad_weight, 0.0);  // an empty sum
-  const Tensor grad_out_data = contiguous_data(grad_out), input_data = contiguous_data(input);
+  const Tensor grad_out_data = kernels::contiguous(grad_out), input_data = kernels::contiguous(input);
   dispatch_blas(grad_weight.dtype(),
                 [&]<typename T>() { conv2d_grad_weight_typed<T>(grad_weight, grad_out_data, input_data, g); });
 }

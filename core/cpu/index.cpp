@@ -15,21 +15,6 @@ namespace sg::cpu {
 
 namespace {
 
-// Calls fn.template operator()<index_t>() with the element type of an index tensor.
-template <typename F>
-decltype(auto) dispatch_index(DType dtype, F&& fn) {
-  SG_CHECK(dtype == DType::i64 || dtype == DType::i32, "index kernels: expected an i64 or i32 index, got ", dtype);
-  if (dtype == DType::i32) return fn.template operator()<int32_t>();
-  return fn.template operator()<int64_t>();
-}
-
-Tensor contiguous_copy(const Tensor& t) {  // t itself when it is already contiguous
-  if (t.is_contiguous()) return t;
-  Tensor out = empty(t.sizes(), {t.dtype(), t.device()});
-  copy(out, t);
-  return out;
-}
-
 // Parallel grain for loops whose items are rows of `row_length` elements.
 int64_t rows_grain(int64_t row_length) { return std::max<int64_t>(1, kParallelGrain / std::max<int64_t>(row_length, 1)); }
 
@@ -110,8 +95,8 @@ void walk_along_dim(const Tensor& self, const Tensor& index, const Tensor& other
 }  // namespace
 
 std::pair<int64_t, int64_t> index_range(const Tensor& index) {
-  const Tensor flat = contiguous_copy(index);
-  return dispatch_index(index.dtype(), [&]<typename index_t>() {
+  const Tensor flat = kernels::contiguous(index);
+  return kernels::dispatch_index(index.dtype(), [&]<typename index_t>() {
     const index_t* data = static_cast<const index_t*>(flat.raw_data());
     const auto [lowest, highest] = std::minmax_element(data, data + flat.numel());
     return std::pair<int64_t, int64_t>(*lowest, *highest);
@@ -129,7 +114,7 @@ void index_select(const Tensor& out, const Tensor& x, int64_t dim, const Tensor&
   const int64_t count = index.numel();
   const int64_t index_stride = index.dim() == 0 ? 0 : index.stride(0);
   SG_DISPATCH_ALL(x.dtype(), "index_select", [&]<typename scalar_t>() {
-    dispatch_index(index.dtype(), [&]<typename index_t>() {
+    kernels::dispatch_index(index.dtype(), [&]<typename index_t>() {
       const scalar_t* source = static_cast<const scalar_t*>(x.raw_data());
       const index_t* indices = static_cast<const index_t*>(index.raw_data());
       scalar_t* target = static_cast<scalar_t*>(out.raw_data());
@@ -146,14 +131,14 @@ void index_select(const Tensor& out, const Tensor& x, int64_t dim, const Tensor&
 }
 
 void index_add(const Tensor& dst, int64_t dim, const Tensor& index, const Tensor& src) {
-  const Tensor source = contiguous_copy(src);
+  const Tensor source = kernels::contiguous(src);
   const RowLayout layout = row_layout(dst.sizes(), dim);
   const int64_t count = index.numel();
   const int64_t index_stride = index.dim() == 0 ? 0 : index.stride(0);
   // Group the source rows by the destination row they add into (a stable counting sort): each
   // destination row then belongs to one thread and receives its rows in increasing j.
   std::vector<int64_t> first(layout.size + 1, 0), order(count);
-  dispatch_index(index.dtype(), [&]<typename index_t>() {
+  kernels::dispatch_index(index.dtype(), [&]<typename index_t>() {
     const index_t* indices = static_cast<const index_t*>(index.raw_data());
     for (int64_t j = 0; j < count; ++j) ++first[indices[j * index_stride] + 1];
     for (int64_t d = 0; d < layout.size; ++d) first[d + 1] += first[d];
@@ -197,7 +182,7 @@ void index_add(const Tensor& dst, int64_t dim, const Tensor& index, const Tensor
 
 void gather(const Tensor& out, const Tensor& x, int64_t dim, const Tensor& index) {
   SG_DISPATCH_ALL(x.dtype(), "gather", [&]<typename scalar_t>() {
-    dispatch_index(index.dtype(), [&]<typename index_t>() {
+    kernels::dispatch_index(index.dtype(), [&]<typename index_t>() {
       walk_along_dim<index_t>(x, index, out, dim, [](char* element, char* result) {
         *reinterpret_cast<scalar_t*>(result) = *reinterpret_cast<const scalar_t*>(element);
       });
@@ -208,7 +193,7 @@ void gather(const Tensor& out, const Tensor& x, int64_t dim, const Tensor& index
 void scatter_add(const Tensor& dst, int64_t dim, const Tensor& index, const Tensor& src) {
   SG_DISPATCH_NUMERIC(dst.dtype(), "scatter_add", [&]<typename scalar_t>() {
     using acc_t = opmath_t<scalar_t>;
-    dispatch_index(index.dtype(), [&]<typename index_t>() {
+    kernels::dispatch_index(index.dtype(), [&]<typename index_t>() {
       walk_along_dim<index_t>(dst, index, src, dim, [](char* element, char* addend) {
         scalar_t& target = *reinterpret_cast<scalar_t*>(element);
         target = scalar_t(acc_t(target) + acc_t(*reinterpret_cast<const scalar_t*>(addend)));
@@ -218,10 +203,10 @@ void scatter_add(const Tensor& dst, int64_t dim, const Tensor& index, const Tens
 }
 
 void one_hot(const Tensor& out, const Tensor& indices) {
-  const Tensor flat = contiguous_copy(indices);
+  const Tensor flat = kernels::contiguous(indices);
   const int64_t classes = out.size(-1);
   int64_t* target = out.data_ptr<int64_t>();
-  dispatch_index(indices.dtype(), [&]<typename index_t>() {
+  kernels::dispatch_index(indices.dtype(), [&]<typename index_t>() {
     const index_t* data = static_cast<const index_t*>(flat.raw_data());
     parallel_for(flat.numel(), kParallelGrain, [&](int64_t begin, int64_t end) {
       for (int64_t i = begin; i < end; ++i) target[i * classes + data[i]] = 1;

@@ -15,6 +15,7 @@
 
 #include "core/parallel.h"
 #include "core/shape.h"
+#include "core/strided_offsets.h"
 
 namespace sg::cpu {
 
@@ -58,24 +59,21 @@ void for_each_run(Shape shape, Operands<N> ops, Inner&& inner) {
     return;
   }
   coalesce<N>(shape, ops);
-  const int64_t ndim = static_cast<int64_t>(shape.size());
   const int64_t inner_size = shape.back();
   std::array<int64_t, N> inner_strides;
   for (int k = 0; k < N; ++k) inner_strides[k] = ops.byte_strides[k].back();
 
+  const auto offsets = StridedOffsets<N>::make(shape, ops.byte_strides, "elementwise loop");
+
   parallel_for(total, kParallelGrain, [&](int64_t begin, int64_t end) {
     int64_t index = begin;
     while (index < end) {
-      // Decompose the linear index of this run's first element into a base pointer per operand.
-      int64_t outer = index / inner_size;
-      const int64_t offset_in_run = index % inner_size;
+      // A base pointer per operand for the run's first element; the run continues from there.
+      int64_t byte_offsets[N];
+      offsets.get(index, byte_offsets);
       std::array<char*, N> pointers = ops.data;
-      for (int k = 0; k < N; ++k) pointers[k] += offset_in_run * inner_strides[k];
-      for (int64_t d = ndim - 2; d >= 0 && outer > 0; --d) {
-        const int64_t i = outer % shape[d];
-        outer /= shape[d];
-        for (int k = 0; k < N; ++k) pointers[k] += i * ops.byte_strides[k][d];
-      }
+      for (int k = 0; k < N; ++k) pointers[k] += byte_offsets[k];
+      const int64_t offset_in_run = index % inner_size;
       const int64_t count = std::min(inner_size - offset_in_run, end - index);
       inner(pointers, inner_strides, count);
       index += count;

@@ -8,6 +8,7 @@
 
 #include "core/cpu/lane_sum.h"
 #include "core/kernels/loss.h"
+#include "core/kernels/pointwise.h"
 #include "core/kernels/reduce.h"
 #include "core/parallel.h"
 
@@ -34,7 +35,7 @@ class ClassWeights {
 public:
   ClassWeights(const Tensor& weight, int64_t C) : C_(C) {
     if (!weight.defined()) return;
-    const Tensor w = contiguous_data(weight);
+    const Tensor w = kernels::contiguous(weight);
     values_.resize(C);
     SG_DISPATCH_FLOATING(w.dtype(), "cross_entropy", [&]<typename scalar_t>() {
       const scalar_t* data = w.data_ptr<scalar_t>();
@@ -75,7 +76,7 @@ int64_t row_grain(int64_t C) { return std::max<int64_t>(1, kParallelGrain / std:
 
 void cross_entropy(const Tensor& out, const Tensor& log_sum_exp, const Tensor& total_weight, const Tensor& input,
                    const Tensor& target, const kernels::CrossEntropyArgs& args) {
-  const Tensor x = contiguous_data(input), t = contiguous_data(target);
+  const Tensor x = kernels::contiguous(input), t = kernels::contiguous(target);
   const ClassRows layout = class_rows(x.sizes());
   const int64_t C = layout.C;
   const int64_t* targets = t.data_ptr<int64_t>();
@@ -133,8 +134,8 @@ void cross_entropy_backward(const Tensor& grad_input, const Tensor& grad_output,
                             const Tensor& total_weight, const Tensor& input, const Tensor& target,
                             const kernels::CrossEntropyArgs& args) {
   const bool logits = args.scores == ClassScores::logits;
-  const Tensor x = logits ? contiguous_data(input) : Tensor();
-  const Tensor t = contiguous_data(target), g = contiguous_data(grad_output);
+  const Tensor x = logits ? kernels::contiguous(input) : Tensor();
+  const Tensor t = kernels::contiguous(target), g = kernels::contiguous(grad_output);
   const ClassRows layout = class_rows(grad_input.sizes());
   const int64_t C = layout.C;
   const int64_t* targets = t.data_ptr<int64_t>();

@@ -6,6 +6,7 @@
 
 #include "core/cpu/lane_sum.h"
 #include "core/kernels/norm.h"
+#include "core/kernels/pointwise.h"
 #include "core/kernels/reduce.h"
 #include "core/parallel.h"
 
@@ -16,7 +17,7 @@ namespace {
 template <typename T>
 T* optional_data(const Tensor& t) { return t.defined() ? static_cast<T*>(t.raw_data()) : nullptr; }
 
-Tensor optional_contiguous(const Tensor& t) { return t.defined() ? contiguous_data(t) : Tensor(); }
+Tensor optional_contiguous(const Tensor& t) { return t.defined() ? kernels::contiguous(t) : Tensor(); }
 
 template <typename scalar_t>
 double load(scalar_t value) { return static_cast<double>(static_cast<opmath_t<scalar_t>>(value)); }
@@ -68,7 +69,7 @@ void for_each_in_channel(const ChannelLayout& layout, int64_t c, F fn) {
 
 void batch_norm(const Tensor& out, const Tensor& mean, const Tensor& invstd, const Tensor& input,
                 const kernels::BatchNormArgs& args) {
-  const Tensor x = contiguous_data(input);
+  const Tensor x = kernels::contiguous(input);
   const Tensor weight = optional_contiguous(args.weight), bias = optional_contiguous(args.bias);
   const ChannelLayout layout = channel_layout(x);
   SG_DISPATCH_FLOATING(x.dtype(), "batch_norm", [&]<typename scalar_t>() {
@@ -119,7 +120,7 @@ void batch_norm(const Tensor& out, const Tensor& mean, const Tensor& invstd, con
 void batch_norm_backward(const Tensor& grad_input, const Tensor& grad_weight, const Tensor& grad_bias,
                          const Tensor& grad_out, const Tensor& input, const Tensor& weight, const Tensor& mean,
                          const Tensor& invstd, bool training) {
-  const Tensor x = contiguous_data(input), dy = contiguous_data(grad_out);
+  const Tensor x = kernels::contiguous(input), dy = kernels::contiguous(grad_out);
   const Tensor w_tensor = optional_contiguous(weight);
   const ChannelLayout layout = channel_layout(x);
   SG_DISPATCH_FLOATING(x.dtype(), "batch_norm_backward", [&]<typename scalar_t>() {
@@ -167,7 +168,7 @@ constexpr int64_t kColumnBlock = 64;  // layer norm's weight gradient: columns p
 
 void layer_norm(const Tensor& out, const Tensor& mean, const Tensor& rstd, const Tensor& input, const Tensor& weight,
                 const Tensor& bias, int64_t row_length, double eps) {
-  const Tensor x = contiguous_data(input);
+  const Tensor x = kernels::contiguous(input);
   const Tensor w_tensor = optional_contiguous(weight), b_tensor = optional_contiguous(bias);
   const int64_t M = mean.numel(), K = row_length;
   SG_DISPATCH_FLOATING(x.dtype(), "layer_norm", [&]<typename scalar_t>() {
@@ -206,7 +207,7 @@ void layer_norm(const Tensor& out, const Tensor& mean, const Tensor& rstd, const
 void layer_norm_backward(const Tensor& grad_input, const Tensor& grad_weight, const Tensor& grad_bias,
                          const Tensor& grad_out, const Tensor& input, const Tensor& weight, const Tensor& mean,
                          const Tensor& rstd, int64_t row_length) {
-  const Tensor x = contiguous_data(input), dy = contiguous_data(grad_out);
+  const Tensor x = kernels::contiguous(input), dy = kernels::contiguous(grad_out);
   const Tensor w_tensor = optional_contiguous(weight);
   const int64_t M = mean.numel(), K = row_length;
   SG_DISPATCH_FLOATING(x.dtype(), "layer_norm_backward", [&]<typename scalar_t>() {

@@ -4,29 +4,11 @@
 #include <limits>
 #include <optional>
 
+#include "core/convert_math.h"
 #include "core/cpu/operands.h"
 #include "core/kernels/pointwise.h"
 
 namespace sg::cpu {
-
-namespace {
-// One element converted for copy: to bool is "nonzero"; otherwise through the compute types, so
-// int -> float is exact where the float can hold it. A 16-bit float computes in float, which
-// cannot hold every f64, i64 or i32 value: those go through round_to_odd_float so that the value
-// is rounded once (core/half.h), not once to float and again to 16 bits (an i64 beyond 2^53 is
-// still rounded to f64 first).
-template <typename out_t, typename in_t>
-out_t convert(in_t x) {
-  using in_math_t = opmath_t<in_t>;
-  using out_math_t = opmath_t<out_t>;
-  constexpr bool narrow_float_out = std::is_same_v<out_t, Half> || std::is_same_v<out_t, BFloat16>;
-  constexpr bool wider_than_float_in =
-      std::is_same_v<in_t, double> || std::is_same_v<in_t, int64_t> || std::is_same_v<in_t, int32_t>;
-  if constexpr (std::is_same_v<out_t, bool>) return static_cast<in_math_t>(x) != in_math_t(0);
-  else if constexpr (narrow_float_out && wider_than_float_in) return out_t(round_to_odd_float(static_cast<double>(x)));
-  else return static_cast<out_t>(static_cast<out_math_t>(static_cast<in_math_t>(x)));
-}
-}  // namespace
 
 namespace {
 // Note [Tiled transposing copy]

@@ -2,15 +2,17 @@
 // Output (p, q) of a plane is one window of the input; the backward kernels send each output's
 // gradient back through the same window, walking one plane's outputs in order, so the sums are
 // deterministic. Average pooling and adaptive average pooling differ only in which rectangle each
-// output averages and what it divides by (Rect), so they share their forward and backward loops.
+// output averages and what it divides by (core/pool_math.h), so they share their forward and backward loops.
 #include <algorithm>
 #include <cmath>
 #include <limits>
 #include <vector>
 
+#include "core/kernels/pointwise.h"
 #include "core/kernels/pool.h"
 #include "core/kernels/reduce.h"  // defines: cpu::contiguous_data
 #include "core/parallel.h"
+#include "core/pool_math.h"
 
 namespace sg::cpu {
 
@@ -25,25 +27,14 @@ void for_each_plane(int64_t planes, int64_t work_per_plane, const PlaneFn& plane
                });
 }
 
-struct Plane {
-  int64_t count, H, W, P, Q;  // count = N C planes of H x W in, P x Q out
-};
+using math::PoolPlane;
+using math::PoolRect;
+using math::TapRange;
+using math::taps_inside;
 
-Plane plane_of(const Tensor& input, const Tensor& out) {
+PoolPlane plane_of(const Tensor& input, const Tensor& out) {
   const int64_t P = out.size(-2), Q = out.size(-1);
-  return Plane{P * Q == 0 ? 0 : out.numel() / (P * Q), input.size(-2), input.size(-1), P, Q};
-}
-
-// The taps of window position `o` along one dim that fall inside [0, size): begin is the first such
-// tap (a multiple of dilation past the window's start), end bounds the taps (step: dilation).
-struct TapRange {
-  int64_t begin, end;
-};
-TapRange taps_inside(int64_t o, int64_t size, int64_t kernel, int64_t stride, int64_t padding, int64_t dilation) {
-  const int64_t start = o * stride - padding;
-  const int64_t end = std::min(start + (kernel - 1) * dilation + 1, size);
-  const int64_t skipped = start < 0 ? (-start + dilation - 1) / dilation : 0;  // taps on the leading padding
-  return TapRange{start + skipped * dilation, end};
+  return PoolPlane{P * Q == 0 ? 0 : out.numel() / (P * Q), input.size(-2), input.size(-1), P, Q};
 }
 
 // The smallest q >= 0 with q * step >= x.
@@ -73,7 +64,7 @@ void max_pool_tap(T* best, int64_t* best_index, const T* row, int64_t row_index,
 template <typename T>
 void max_pool2d_typed(const Tensor& out, const Tensor& indices, const Tensor& input, const Pool2dWindow& window) {
   using M = opmath_t<T>;
-  const Plane plane = plane_of(input, out);
+  const PoolPlane plane = plane_of(input, out);
   const T* in_data = static_cast<const T*>(input.raw_data());
   T* out_data = static_cast<T*>(out.raw_data());
   int64_t* index_data = static_cast<int64_t*>(indices.raw_data());
@@ -109,7 +100,7 @@ void max_pool2d_typed(const Tensor& out, const Tensor& indices, const Tensor& in
 template <typename T>
 void max_pool2d_backward_typed(const Tensor& grad_input, const Tensor& grad_out, const Tensor& indices) {
   using M = opmath_t<T>;
-  const Plane plane = plane_of(grad_input, grad_out);
+  const PoolPlane plane = plane_of(grad_input, grad_out);
   T* grad_in_data = static_cast<T*>(grad_input.raw_data());
   const T* grad_out_data = static_cast<const T*>(grad_out.raw_data());
   const int64_t* index_data = static_cast<const int64_t*>(indices.raw_data());
@@ -123,40 +114,11 @@ void max_pool2d_backward_typed(const Tensor& grad_input, const Tensor& grad_out,
   });
 }
 
-// What one output of an average pooling averages: input rows [h_begin, h_end) x columns
-// [w_begin, w_end), summed and divided by `divisor`. An empty rectangle gives 0.
-struct Rect {
-  int64_t h_begin, h_end, w_begin, w_end, divisor;
-  bool empty() const { return h_begin >= h_end || w_begin >= w_end; }
-};
-
-// avg_pool2d's window, exactly as PyTorch counts it: padding taps count only with count_include_pad,
-// and never the taps beyond the padding that ceil_mode's last window may reach.
-Rect avg_pool_rect(int64_t p, int64_t q, const Plane& plane, const Pool2dWindow& window, bool count_include_pad,
-                   std::optional<int64_t> divisor_override) {
-  const int64_t h_start = p * window.stride.h - window.padding.h, w_start = q * window.stride.w - window.padding.w;
-  const int64_t h_stop = std::min(h_start + window.kernel_size.h, plane.H + window.padding.h);
-  const int64_t w_stop = std::min(w_start + window.kernel_size.w, plane.W + window.padding.w);
-  Rect rect{std::max<int64_t>(h_start, 0), std::min(h_stop, plane.H), std::max<int64_t>(w_start, 0),
-            std::min(w_stop, plane.W), 0};
-  if (divisor_override) rect.divisor = *divisor_override;
-  else if (count_include_pad) rect.divisor = (h_stop - h_start) * (w_stop - w_start);
-  else rect.divisor = (rect.h_end - rect.h_begin) * (rect.w_end - rect.w_begin);
-  return rect;
-}
-
-// adaptive_avg_pool2d's window: [floor(p H / P), ceil((p + 1) H / P)), columns likewise.
-Rect adaptive_rect(int64_t p, int64_t q, const Plane& plane) {
-  const int64_t h_begin = p * plane.H / plane.P, h_end = ((p + 1) * plane.H + plane.P - 1) / plane.P;
-  const int64_t w_begin = q * plane.W / plane.Q, w_end = ((q + 1) * plane.W + plane.Q - 1) / plane.Q;
-  return Rect{h_begin, h_end, w_begin, w_end, (h_end - h_begin) * (w_end - w_begin)};
-}
-
 // out[p, q] = sum of the input over rect_of(p, q, plane) / its divisor, every plane.
 template <typename RectOf>
 void average_forward(const Tensor& out, const Tensor& input_any, const RectOf& rect_of) {
-  const Tensor input = contiguous_data(input_any);
-  const Plane plane = plane_of(input, out);
+  const Tensor input = kernels::contiguous(input_any);
+  const PoolPlane plane = plane_of(input, out);
   SG_DISPATCH_FLOATING(out.dtype(), "avg_pool2d", [&]<typename T>() {
     using M = opmath_t<T>;
     const T* in_data = static_cast<const T*>(input.raw_data());
@@ -166,7 +128,7 @@ void average_forward(const Tensor& out, const Tensor& input_any, const RectOf& r
       T* out_plane = out_data + n * plane.P * plane.Q;
       for (int64_t p = 0; p < plane.P; ++p) {
         for (int64_t q = 0; q < plane.Q; ++q) {
-          const Rect rect = rect_of(p, q, plane);
+          const PoolRect rect = rect_of(p, q, plane);
           M sum = 0;
           for (int64_t h = rect.h_begin; h < rect.h_end; ++h)
             for (int64_t w = rect.w_begin; w < rect.w_end; ++w) sum += static_cast<M>(in[h * plane.W + w]);
@@ -181,8 +143,8 @@ void average_forward(const Tensor& out, const Tensor& input_any, const RectOf& r
 // evenly over its rectangle; overlapping rectangles add.
 template <typename RectOf>
 void average_backward(const Tensor& grad_input, const Tensor& grad_out_any, const RectOf& rect_of) {
-  const Tensor grad_out = contiguous_data(grad_out_any);
-  const Plane plane = plane_of(grad_input, grad_out);
+  const Tensor grad_out = kernels::contiguous(grad_out_any);
+  const PoolPlane plane = plane_of(grad_input, grad_out);
   SG_DISPATCH_FLOATING(grad_input.dtype(), "avg_pool2d_backward", [&]<typename T>() {
     using M = opmath_t<T>;
     T* grad_in_data = static_cast<T*>(grad_input.raw_data());
@@ -193,7 +155,7 @@ void average_backward(const Tensor& grad_input, const Tensor& grad_out_any, cons
       std::fill(grad_in, grad_in + plane.H * plane.W, T(0));
       for (int64_t p = 0; p < plane.P; ++p) {
         for (int64_t q = 0; q < plane.Q; ++q) {
-          const Rect rect = rect_of(p, q, plane);
+          const PoolRect rect = rect_of(p, q, plane);
           if (rect.empty()) continue;
           const M share = static_cast<M>(grad[p * plane.Q + q]) / static_cast<M>(rect.divisor);
           for (int64_t h = rect.h_begin; h < rect.h_end; ++h)
@@ -208,35 +170,31 @@ void average_backward(const Tensor& grad_input, const Tensor& grad_out_any, cons
 }  // namespace
 
 void max_pool2d(const Tensor& out, const Tensor& indices, const Tensor& input, const Pool2dWindow& window) {
-  const Tensor input_data = contiguous_data(input);
+  const Tensor input_data = kernels::contiguous(input);
   SG_DISPATCH_FLOATING(out.dtype(), "max_pool2d",
                        [&]<typename T>() { max_pool2d_typed<T>(out, indices, input_data, window); });
 }
 
 void max_pool2d_backward(const Tensor& grad_input, const Tensor& grad_out, const Tensor& indices) {
-  const Tensor grad_out_data = contiguous_data(grad_out), index_data = contiguous_data(indices);
+  const Tensor grad_out_data = kernels::contiguous(grad_out), index_data = kernels::contiguous(indices);
   SG_DISPATCH_FLOATING(grad_input.dtype(), "max_pool2d_backward",
                        [&]<typename T>() { max_pool2d_backward_typed<T>(grad_input, grad_out_data, index_data); });
 }
 
 void avg_pool2d(const Tensor& out, const Tensor& input, const Pool2dWindow& window, bool count_include_pad,
                 std::optional<int64_t> divisor_override) {
-  average_forward(out, input, [&](int64_t p, int64_t q, const Plane& plane) {
-    return avg_pool_rect(p, q, plane, window, count_include_pad, divisor_override);
-  });
+  average_forward(out, input, math::AvgPoolRect::make(window, count_include_pad, divisor_override));
 }
 
 void avg_pool2d_backward(const Tensor& grad_input, const Tensor& grad_out, const Pool2dWindow& window,
                          bool count_include_pad, std::optional<int64_t> divisor_override) {
-  average_backward(grad_input, grad_out, [&](int64_t p, int64_t q, const Plane& plane) {
-    return avg_pool_rect(p, q, plane, window, count_include_pad, divisor_override);
-  });
+  average_backward(grad_input, grad_out, math::AvgPoolRect::make(window, count_include_pad, divisor_override));
 }
 
-void adaptive_avg_pool2d(const Tensor& out, const Tensor& input) { average_forward(out, input, adaptive_rect); }
+void adaptive_avg_pool2d(const Tensor& out, const Tensor& input) { average_forward(out, input, math::AdaptiveRect{}); }
 
 void adaptive_avg_pool2d_backward(const Tensor& grad_input, const Tensor& grad_out) {
-  average_backward(grad_input, grad_out, adaptive_rect);
+  average_backward(grad_input, grad_out, math::AdaptiveRect{});
 }
 
 }  // namespace sg::cpu

@@ -13,14 +13,6 @@
 
 namespace sg::cpu {
 
-Tensor contiguous_data(const Tensor& in) {
-  if (in.is_contiguous()) return in;
-  Tensor copy(std::make_shared<TensorImpl>(std::make_shared<Storage>(in.numel() * in.element_size(), in.device()), 0,
-                                           in.sizes(), contiguous_strides(in.sizes()), in.dtype()));
-  kernels::copy(copy, in);
-  return copy;
-}
-
 ReductionRows as_reduction_rows(const Tensor& in, const Shape& dims) {
   std::vector<bool> reduced(in.dim(), false);
   for (int64_t d : dims) reduced[d] = true;
@@ -34,7 +26,7 @@ ReductionRows as_reduction_rows(const Tensor& in, const Shape& dims) {
       (pass == 0 ? rows.rows : rows.row_length) *= in.size(d);
     }
   }
-  rows.data = contiguous_data(
+  rows.data = kernels::contiguous(
       Tensor(std::make_shared<TensorImpl>(in.storage(), in.storage_offset(), sizes, strides, in.dtype())));
   return rows;
 }

@@ -13,6 +13,7 @@
 #include <limits>
 #include <type_traits>
 
+#include "core/kernels/pointwise.h"
 #include "core/kernels/reduce.h"
 #include "core/kernels/softmax.h"
 #include "core/parallel.h"
@@ -114,7 +115,7 @@ void softmax_backward_rows(SoftmaxKind kind, const scalar_t* g, const scalar_t* 
 }  // namespace
 
 void softmax(SoftmaxKind kind, const Tensor& out, const Tensor& in, int64_t dim) {
-  const Tensor x = contiguous_data(in);
+  const Tensor x = kernels::contiguous(in);
   SG_DISPATCH_FLOATING(in.dtype(), softmax_name(kind), [&]<typename scalar_t>() {
     const scalar_t* x_data = static_cast<const scalar_t*>(x.raw_data());
     scalar_t* y_data = static_cast<scalar_t*>(out.raw_data());
@@ -125,7 +126,7 @@ void softmax(SoftmaxKind kind, const Tensor& out, const Tensor& in, int64_t dim)
 }
 
 void softmax_backward(SoftmaxKind kind, const Tensor& grad_in, const Tensor& grad_out, const Tensor& out, int64_t dim) {
-  const Tensor g = contiguous_data(grad_out), y = contiguous_data(out);
+  const Tensor g = kernels::contiguous(grad_out), y = kernels::contiguous(out);
   SG_DISPATCH_FLOATING(out.dtype(), softmax_name(kind), [&]<typename scalar_t>() {
     const scalar_t* g_data = static_cast<const scalar_t*>(g.raw_data());
     const scalar_t* y_data = static_cast<const scalar_t*>(y.raw_data());

@@ -9,7 +9,9 @@ void non_finite_check_and_unscale_(const Tensor& grad, const Tensor& found_inf, 
            "be a one-element f32 tensor, got ", found_inf.dtype(), " ", shape_str(found_inf.sizes()));
   SG_CHECK(found_inf.device() == grad.device(), "non_finite_check_and_unscale_: found_inf is on ", found_inf.device(),
            " but the gradient is on ", grad.device());
-  check_device_supported(grad.device(), "non_finite_check_and_unscale_");
+  if (runs_on_cuda(grad.device(), "non_finite_check_and_unscale_")) {
+    if constexpr (kCudaBuild) return cuda::non_finite_check_and_unscale_(grad, found_inf, inv_scale);
+  }
   cpu::non_finite_check_and_unscale_(grad, found_inf, inv_scale);
 }
 

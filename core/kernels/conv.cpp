@@ -1,22 +1,27 @@
 #include "core/kernels/conv.h"
 
-// The device dispatch point for convolution (see core/kernels/pointwise.cpp). A CUDA build adds
-// `if (is_cuda) return cuda::...` (cuDNN) here; the op front does not change.
+// The device dispatch point for convolution (Note [Kernel dispatch] in core/device.h).
 namespace sg::kernels {
 
 void conv2d(const Tensor& out, const Tensor& input, const Tensor& weight, const Tensor& bias, const Conv2dParams& params) {
-  check_device_supported(out.device(), "conv2d");
+  if (runs_on_cuda(out.device(), "conv2d")) {
+    if constexpr (kCudaBuild) return cuda::conv2d(out, input, weight, bias, params);
+  }
   cpu::conv2d(out, input, weight, bias, params);
 }
 
 void conv2d_grad_input(const Tensor& grad_input, const Tensor& grad_out, const Tensor& weight, const Conv2dParams& params) {
-  check_device_supported(grad_input.device(), "conv2d_grad_input");
+  if (runs_on_cuda(grad_input.device(), "conv2d_grad_input")) {
+    if constexpr (kCudaBuild) return cuda::conv2d_grad_input(grad_input, grad_out, weight, params);
+  }
   cpu::conv2d_grad_input(grad_input, grad_out, weight, params);
 }
 
 void conv2d_grad_weight(const Tensor& grad_weight, const Tensor& grad_out, const Tensor& input,
                         const Conv2dParams& params) {
-  check_device_supported(grad_weight.device(), "conv2d_grad_weight");
+  if (runs_on_cuda(grad_weight.device(), "conv2d_grad_weight")) {
+    if constexpr (kCudaBuild) return cuda::conv2d_grad_weight(grad_weight, grad_out, input, params);
+  }
   cpu::conv2d_grad_weight(grad_weight, grad_out, input, params);
 }
 

@@ -37,6 +37,14 @@ void conv2d_grad_weight(const Tensor& grad_weight, const Tensor& grad_out, const
 
 }  // namespace sg::kernels
 
+namespace sg::cuda {
+// core/cuda/conv.cpp (cuDNN)
+void conv2d(const Tensor& out, const Tensor& input, const Tensor& weight, const Tensor& bias, const Conv2dParams& params);
+void conv2d_grad_input(const Tensor& grad_input, const Tensor& grad_out, const Tensor& weight, const Conv2dParams& params);
+void conv2d_grad_weight(const Tensor& grad_weight, const Tensor& grad_out, const Tensor& input,
+                        const Conv2dParams& params);
+}  // namespace sg::cuda
+
 namespace sg::cpu {
 void conv2d(const Tensor& out, const Tensor& input, const Tensor& weight, const Tensor& bias, const Conv2dParams& params);
 void conv2d_grad_input(const Tensor& grad_input, const Tensor& grad_out, const Tensor& weight, const Conv2dParams& params);

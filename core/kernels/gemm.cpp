@@ -1,11 +1,12 @@
 #include "core/kernels/gemm.h"
 
-// The device dispatch point for the GEMM (see core/kernels/pointwise.cpp). A CUDA build adds
-// `if (is_cuda) return cuda::gemm(...)` (cuBLAS) here; no op front changes.
+// The device dispatch point for the GEMM (Note [Kernel dispatch] in core/device.h).
 namespace sg::kernels {
 
 void gemm(const Tensor& out, const Tensor& a, const Tensor& b, double alpha, double beta) {
-  check_device_supported(out.device(), "gemm");
+  if (runs_on_cuda(out.device(), "gemm")) {
+    if constexpr (kCudaBuild) return cuda::gemm(out, a, b, alpha, beta);
+  }
   cpu::gemm(out, a, b, alpha, beta);
 }
 

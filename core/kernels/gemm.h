@@ -19,6 +19,11 @@ void gemm(const Tensor& out, const Tensor& a, const Tensor& b, double alpha = 1.
 
 }  // namespace sg::kernels
 
+namespace sg::cuda {
+// core/cuda/gemm.cpp (cuBLAS). Floating dtypes only: an integer product is an error, as in PyTorch.
+void gemm(const Tensor& out, const Tensor& a, const Tensor& b, double alpha, double beta);
+}  // namespace sg::cuda
+
 namespace sg::cpu {
 void gemm(const Tensor& out, const Tensor& a, const Tensor& b, double alpha, double beta);
 }  // namespace sg::cpu

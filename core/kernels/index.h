@@ -11,6 +11,15 @@
 
 namespace sg::kernels {
 
+// Calls fn.template operator()<index_t>() with the element type of an index tensor (i64 or i32):
+// the CPU and the CUDA index kernels take either.
+template <typename F>
+decltype(auto) dispatch_index(DType dtype, F&& fn) {
+  SG_CHECK(dtype == DType::i64 || dtype == DType::i32, "index kernels: expected an i64 or i32 index, got ", dtype);
+  if (dtype == DType::i32) return fn.template operator()<int32_t>();
+  return fn.template operator()<int64_t>();
+}
+
 // {smallest, largest} value of an integer index tensor with at least one element.
 std::pair<int64_t, int64_t> index_range(const Tensor& index);
 
@@ -35,6 +44,16 @@ void one_hot(const Tensor& out, const Tensor& indices);
 void triangle(const Tensor& out, const Tensor& x, int64_t diagonal, bool lower);
 
 }  // namespace sg::kernels
+
+namespace sg::cuda {  // core/cuda/index.cu
+std::pair<int64_t, int64_t> index_range(const Tensor& index);
+void index_select(const Tensor& out, const Tensor& x, int64_t dim, const Tensor& index);
+void index_add(const Tensor& dst, int64_t dim, const Tensor& index, const Tensor& src);
+void gather(const Tensor& out, const Tensor& x, int64_t dim, const Tensor& index);
+void scatter_add(const Tensor& dst, int64_t dim, const Tensor& index, const Tensor& src);
+void one_hot(const Tensor& out, const Tensor& indices);
+void triangle(const Tensor& out, const Tensor& x, int64_t diagonal, bool lower);
+}  // namespace sg::cuda
 
 namespace sg::cpu {
 std::pair<int64_t, int64_t> index_range(const Tensor& index);

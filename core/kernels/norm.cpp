@@ -5,27 +5,37 @@ namespace sg::kernels {
 
 void batch_norm(const Tensor& out, const Tensor& mean, const Tensor& invstd, const Tensor& input,
                 const BatchNormArgs& args) {
-  check_device_supported(input.device(), "batch_norm");
+  if (runs_on_cuda(input.device(), "batch_norm")) {
+    if constexpr (kCudaBuild) return cuda::batch_norm(out, mean, invstd, input, args);
+  }
   cpu::batch_norm(out, mean, invstd, input, args);
 }
 
 void batch_norm_backward(const Tensor& grad_input, const Tensor& grad_weight, const Tensor& grad_bias,
                          const Tensor& grad_out, const Tensor& input, const Tensor& weight, const Tensor& mean,
                          const Tensor& invstd, bool training) {
-  check_device_supported(input.device(), "batch_norm_backward");
+  if (runs_on_cuda(input.device(), "batch_norm_backward")) {
+    if constexpr (kCudaBuild)
+      return cuda::batch_norm_backward(grad_input, grad_weight, grad_bias, grad_out, input, weight, mean, invstd, training);
+  }
   cpu::batch_norm_backward(grad_input, grad_weight, grad_bias, grad_out, input, weight, mean, invstd, training);
 }
 
 void layer_norm(const Tensor& out, const Tensor& mean, const Tensor& rstd, const Tensor& input, const Tensor& weight,
                 const Tensor& bias, int64_t row_length, double eps) {
-  check_device_supported(input.device(), "layer_norm");
+  if (runs_on_cuda(input.device(), "layer_norm")) {
+    if constexpr (kCudaBuild) return cuda::layer_norm(out, mean, rstd, input, weight, bias, row_length, eps);
+  }
   cpu::layer_norm(out, mean, rstd, input, weight, bias, row_length, eps);
 }
 
 void layer_norm_backward(const Tensor& grad_input, const Tensor& grad_weight, const Tensor& grad_bias,
                          const Tensor& grad_out, const Tensor& input, const Tensor& weight, const Tensor& mean,
                          const Tensor& rstd, int64_t row_length) {
-  check_device_supported(input.device(), "layer_norm_backward");
+  if (runs_on_cuda(input.device(), "layer_norm_backward")) {
+    if constexpr (kCudaBuild)
+      return cuda::layer_norm_backward(grad_input, grad_weight, grad_bias, grad_out, input, weight, mean, rstd, row_length);
+  }
   cpu::layer_norm_backward(grad_input, grad_weight, grad_bias, grad_out, input, weight, mean, rstd, row_length);
 }
 

@@ -21,14 +21,18 @@ void adam_step(const Tensor& param, const Tensor& grad, const Tensor& exp_avg, c
   check_like_param("adam_step", param, "exp_avg", exp_avg);
   check_like_param("adam_step", param, "exp_avg_sq", exp_avg_sq);
   if (step.amsgrad) check_like_param("adam_step", param, "max_exp_avg_sq", max_exp_avg_sq);
-  check_device_supported(param.device(), "adam_step");
+  if (runs_on_cuda(param.device(), "adam_step")) {
+    if constexpr (kCudaBuild) return cuda::adam_step(param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq, step);
+  }
   cpu::adam_step(param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq, step);
 }
 
 void sgd_step(const Tensor& param, const Tensor& grad, const Tensor& momentum_buffer, const SGDStep& step) {
   check_like_param("sgd_step", param, "grad", grad);
   if (step.momentum != 0.0) check_like_param("sgd_step", param, "momentum_buffer", momentum_buffer);
-  check_device_supported(param.device(), "sgd_step");
+  if (runs_on_cuda(param.device(), "sgd_step")) {
+    if constexpr (kCudaBuild) return cuda::sgd_step(param, grad, momentum_buffer, step);
+  }
   cpu::sgd_step(param, grad, momentum_buffer, step);
 }
 

@@ -1,31 +1,52 @@
 #include "core/kernels/pointwise.h"
 
-// The device dispatch point for pointwise kernels. A CUDA build adds `if (is_cuda) return
-// cuda::...` here; no op front changes.
+// The device dispatch point for pointwise kernels (Note [Kernel dispatch] in core/device.h).
 namespace sg::kernels {
 
 void copy(const Tensor& dst, const Tensor& src) {
-  check_device_supported(dst.device(), "copy");
+  // Either side on a GPU: cuda::copy also moves bytes between host and device.
+  const bool dst_on_gpu = runs_on_cuda(dst.device(), "copy"), src_on_gpu = runs_on_cuda(src.device(), "copy");
+  if (dst_on_gpu || src_on_gpu) {
+    if constexpr (kCudaBuild) return cuda::copy(dst, src);
+  }
   cpu::copy(dst, src);
 }
+Tensor contiguous(const Tensor& t) {
+  if (t.is_contiguous()) return t;
+  Tensor out(std::make_shared<TensorImpl>(std::make_shared<Storage>(t.numel() * t.element_size(), t.device()), 0,
+                                          t.sizes(), contiguous_strides(t.sizes()), t.dtype()));
+  copy(out, t);
+  return out;
+}
+
 void fill(const Tensor& dst, double value) {
-  check_device_supported(dst.device(), "fill");
+  if (runs_on_cuda(dst.device(), "fill")) {
+    if constexpr (kCudaBuild) return cuda::fill(dst, value);
+  }
   cpu::fill(dst, value);
 }
 void unary(UnaryOp op, const Tensor& out, const Tensor& in) {
-  check_device_supported(out.device(), "unary");
+  if (runs_on_cuda(out.device(), "unary")) {
+    if constexpr (kCudaBuild) return cuda::unary(op, out, in);
+  }
   cpu::unary(op, out, in);
 }
 void binary(BinaryOp op, const Tensor& out, const Tensor& a, const Tensor& b, double alpha) {
-  check_device_supported(out.device(), "binary");
+  if (runs_on_cuda(out.device(), "binary")) {
+    if constexpr (kCudaBuild) return cuda::binary(op, out, a, b, alpha);
+  }
   cpu::binary(op, out, a, b, alpha);
 }
 void clamp(const Tensor& out, const Tensor& in, std::optional<double> min, std::optional<double> max) {
-  check_device_supported(out.device(), "clamp");
+  if (runs_on_cuda(out.device(), "clamp")) {
+    if constexpr (kCudaBuild) return cuda::clamp(out, in, min, max);
+  }
   cpu::clamp(out, in, min, max);
 }
 void where(const Tensor& out, const Tensor& condition, const Tensor& a, const Tensor& b) {
-  check_device_supported(out.device(), "where");
+  if (runs_on_cuda(out.device(), "where")) {
+    if constexpr (kCudaBuild) return cuda::where(out, condition, a, b);
+  }
   cpu::where(out, condition, a, b);
 }
 

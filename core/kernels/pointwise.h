@@ -4,7 +4,7 @@
 //
 // Contract for every entry point: `out` is allocated by the caller with the broadcast shape;
 // inputs broadcast to it (the kernel reads them through stride-0 dims); all tensors are on one
-// device. Entry points dispatch on that device to sg::cpu (and later sg::cuda).
+// device. Entry points dispatch on that device to sg::cpu or sg::cuda.
 #include <optional>
 
 #include "core/pointwise_math.h"
@@ -13,6 +13,9 @@
 namespace sg::kernels {
 
 void copy(const Tensor& dst, const Tensor& src);  // converts dtype, broadcasts src
+// `t` itself when it is contiguous, else a contiguous copy on its device (a kernel-level copy:
+// no autograd). Kernels that want plain rows call it on their inputs.
+Tensor contiguous(const Tensor& t);
 void fill(const Tensor& dst, double value);
 void unary(UnaryOp op, const Tensor& out, const Tensor& in);  // out.dtype == in.dtype
 // a, b share a dtype; out has it too, or bool for comparisons. `alpha` scales b in add/sub.
@@ -21,6 +24,19 @@ void clamp(const Tensor& out, const Tensor& in, std::optional<double> min, std::
 void where(const Tensor& out, const Tensor& condition, const Tensor& a, const Tensor& b);
 
 }  // namespace sg::kernels
+
+namespace sg::cuda {
+// core/cuda/copy.cpp: any two devices, at least one a GPU; transfers go through contiguous
+// staging and the conversion runs on the GPU side.
+void copy(const Tensor& dst, const Tensor& src);
+// core/cuda/pointwise.cu: every tensor on the output's GPU.
+void copy_on_device(const Tensor& dst, const Tensor& src);
+void fill(const Tensor& dst, double value);
+void unary(UnaryOp op, const Tensor& out, const Tensor& in);
+void binary(BinaryOp op, const Tensor& out, const Tensor& a, const Tensor& b, double alpha);
+void clamp(const Tensor& out, const Tensor& in, std::optional<double> min, std::optional<double> max);
+void where(const Tensor& out, const Tensor& condition, const Tensor& a, const Tensor& b);
+}  // namespace sg::cuda
 
 namespace sg::cpu {
 void copy(const Tensor& dst, const Tensor& src);

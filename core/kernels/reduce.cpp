@@ -4,27 +4,37 @@
 namespace sg::kernels {
 
 void sum(const Tensor& out, const Tensor& in, const Shape& dims) {
-  check_device_supported(in.device(), "sum");
+  if (runs_on_cuda(in.device(), "sum")) {
+    if constexpr (kCudaBuild) return cuda::sum(out, in, dims);
+  }
   cpu::sum(out, in, dims);
 }
 
 void extremum(Extremum which, const Tensor& values, const Tensor& indices, const Tensor& in, const Shape& dims) {
-  check_device_supported(in.device(), which == Extremum::max ? "max" : "min");
+  if (runs_on_cuda(in.device(), which == Extremum::max ? "max" : "min")) {
+    if constexpr (kCudaBuild) return cuda::extremum(which, values, indices, in, dims);
+  }
   cpu::extremum(which, values, indices, in, dims);
 }
 
 void var(const Tensor& out, const Tensor& in, const Shape& dims, int64_t correction) {
-  check_device_supported(in.device(), "var");
+  if (runs_on_cuda(in.device(), "var")) {
+    if constexpr (kCudaBuild) return cuda::var(out, in, dims, correction);
+  }
   cpu::var(out, in, dims, correction);
 }
 
 void norm(const Tensor& out, const Tensor& in, const Shape& dims, double p) {
-  check_device_supported(in.device(), "norm");
+  if (runs_on_cuda(in.device(), "norm")) {
+    if constexpr (kCudaBuild) return cuda::norm(out, in, dims, p);
+  }
   cpu::norm(out, in, dims, p);
 }
 
 void logsumexp(const Tensor& out, const Tensor& in, const Shape& dims) {
-  check_device_supported(in.device(), "logsumexp");
+  if (runs_on_cuda(in.device(), "logsumexp")) {
+    if constexpr (kCudaBuild) return cuda::logsumexp(out, in, dims);
+  }
   cpu::logsumexp(out, in, dims);
 }
 

@@ -31,6 +31,14 @@ void logsumexp(const Tensor& out, const Tensor& in, const Shape& dims);
 
 }  // namespace sg::kernels
 
+namespace sg::cuda {
+void sum(const Tensor& out, const Tensor& in, const Shape& dims);
+void extremum(Extremum which, const Tensor& values, const Tensor& indices, const Tensor& in, const Shape& dims);
+void var(const Tensor& out, const Tensor& in, const Shape& dims, int64_t correction);
+void norm(const Tensor& out, const Tensor& in, const Shape& dims, double p);
+void logsumexp(const Tensor& out, const Tensor& in, const Shape& dims);
+}  // namespace sg::cuda
+
 namespace sg::cpu {
 
 void sum(const Tensor& out, const Tensor& in, const Shape& dims);
@@ -50,8 +58,5 @@ struct ReductionRows {
   int64_t row_length = 0;  // = number of elements reduced into each output
 };
 ReductionRows as_reduction_rows(const Tensor& in, const Shape& dims);
-
-// `in` itself when it is contiguous, else a contiguous copy (a kernel-level copy: no autograd).
-Tensor contiguous_data(const Tensor& in);
 
 }  // namespace sg::cpu

@@ -4,12 +4,16 @@
 namespace sg::kernels {
 
 void softmax(SoftmaxKind kind, const Tensor& out, const Tensor& in, int64_t dim) {
-  check_device_supported(in.device(), softmax_name(kind));
+  if (runs_on_cuda(in.device(), softmax_name(kind))) {
+    if constexpr (kCudaBuild) return cuda::softmax(kind, out, in, dim);
+  }
   cpu::softmax(kind, out, in, dim);
 }
 
 void softmax_backward(SoftmaxKind kind, const Tensor& grad_in, const Tensor& grad_out, const Tensor& out, int64_t dim) {
-  check_device_supported(out.device(), softmax_name(kind));
+  if (runs_on_cuda(out.device(), softmax_name(kind))) {
+    if constexpr (kCudaBuild) return cuda::softmax_backward(kind, grad_in, grad_out, out, dim);
+  }
   cpu::softmax_backward(kind, grad_in, grad_out, out, dim);
 }
 

@@ -1,0 +1,116 @@
+#pragma once
+// defines: PhiloxBlock, philox4x32_10, uniform_float, uniform_double, RandomDraw and the draw
+//          transforms of the random fills (math::draw_uniform, draw_normal, draw_randint,
+//          draw_bernoulli, draw) —
+//          compiled for the host and for the GPU (SG_HOST_DEVICE), so that a fill on either
+//          computes the same numbers from the same (seed, counter).
+//
+// Note [Random numbers are the same on every device]
+// A random fill's element i draws from Philox block (first + i / 2), half i % 2 (core/kernels/random.h),
+// and turns the bits into a value with the transforms below. Philox and the bit-to-double steps are
+// integer or exact floating operations; where a transform multiplies and adds, it calls fma itself,
+// so neither compiler may fuse (or not fuse) the two differently. uniform_, randint_ and bernoulli_
+// are therefore bit-identical on the CPU and the GPU. normal_ also calls log, cos and sin, which the
+// CUDA math library rounds within 1-2 ulp of double where glibc is correctly rounded: its double
+// results may differ in the last bit (after rounding to f32 or narrower, practically never).
+#include <cmath>
+#include <cstdint>
+#include <numbers>
+
+#include "core/host_device.h"
+
+namespace sg {
+
+// Four independent 32-bit words.
+struct PhiloxBlock {
+  uint32_t word[4];
+};
+
+// Philox-4x32-10 (Salmon et al., "Parallel random numbers: as easy as 1, 2, 3", SC'11) of
+// counter `counter` under key `seed`.
+SG_HOST_DEVICE inline PhiloxBlock philox4x32_10(uint64_t seed, uint64_t counter) {
+  constexpr uint32_t kMul0 = 0xD2511F53u, kMul1 = 0xCD9E8D57u;
+  constexpr uint32_t kWeyl0 = 0x9E3779B9u, kWeyl1 = 0xBB67AE85u;
+  uint32_t c[4] = {uint32_t(counter), uint32_t(counter >> 32), 0, 0};
+  uint32_t key[2] = {uint32_t(seed), uint32_t(seed >> 32)};
+  for (int round = 0; round < 10; ++round) {
+    const uint64_t p0 = uint64_t(kMul0) * c[0];
+    const uint64_t p1 = uint64_t(kMul1) * c[2];
+    const uint32_t next[4] = {uint32_t(p1 >> 32) ^ c[1] ^ key[0], uint32_t(p1),
+                              uint32_t(p0 >> 32) ^ c[3] ^ key[1], uint32_t(p0)};
+    c[0] = next[0]; c[1] = next[1]; c[2] = next[2]; c[3] = next[3];
+    key[0] += kWeyl0;
+    key[1] += kWeyl1;
+  }
+  return {{c[0], c[1], c[2], c[3]}};
+}
+
+// Converts random bits to a float in [0, 1) with 24 (or 53) random mantissa bits.
+SG_HOST_DEVICE inline float uniform_float(uint32_t bits) { return static_cast<float>(bits >> 8) * (1.0f / 16777216.0f); }
+SG_HOST_DEVICE inline double uniform_double(uint32_t hi, uint32_t lo) {
+  return static_cast<double>((uint64_t(hi) << 21) ^ (lo >> 11)) * (1.0 / 9007199254740992.0);
+}
+
+namespace math {
+
+// The uniform in [0, 1) of half `half` (0 or 1) of a block.
+SG_HOST_DEVICE inline double uniform01(int half, const PhiloxBlock& block) {
+  return uniform_double(block.word[2 * half], block.word[2 * half + 1]);
+}
+
+// low + span * u, with u keeping only the bits of a grid of `grid` steps per unit, rounded down
+// (so that storing the draw in a narrow dtype never rounds it up to high).
+SG_HOST_DEVICE inline double draw_uniform(int half, const PhiloxBlock& block, double low, double span, double grid) {
+  using std::floor; using std::fma;
+  return fma(span, floor(uniform01(half, block) * grid) / grid, low);
+}
+
+// Box-Muller: the two uniforms of a block give two independent normals (cos and sin).
+SG_HOST_DEVICE inline double draw_normal(int half, const PhiloxBlock& block, double mean, double std) {
+  using std::cos; using std::fma; using std::log; using std::sin; using std::sqrt;
+  const double u1 = 1.0 - uniform01(0, block);  // (0, 1], so log is finite
+  const double u2 = uniform01(1, block);
+  const double radius = sqrt(-2.0 * log(u1));
+  const double angle = (2.0 * std::numbers::pi) * u2;
+  return fma(std * radius, half == 0 ? cos(angle) : sin(angle), mean);
+}
+
+// An integer in [low, low + range): Lemire's multiply-shift of 64 random bits.
+SG_HOST_DEVICE inline int64_t draw_randint(int half, const PhiloxBlock& block, int64_t low, uint64_t range) {
+  const uint64_t bits = uint64_t(block.word[2 * half]) << 32 | block.word[2 * half + 1];
+  return low + static_cast<int64_t>((static_cast<unsigned __int128>(bits) * range) >> 64);
+}
+
+SG_HOST_DEVICE inline double draw_bernoulli(int half, const PhiloxBlock& block, double p) {
+  return uniform01(half, block) < p ? 1.0 : 0.0;
+}
+
+}  // namespace math
+
+// What a random fill draws for each element: the transform and its parameters, built once per
+// fill by core/kernels/random.cpp and handed to the CPU or GPU loop.
+struct RandomDraw {
+  enum class Kind : uint8_t { uniform, normal, randint, bernoulli };
+  Kind kind = Kind::uniform;
+  double low = 0, span = 1, grid = 0;        // uniform: low + span * u, u on a grid of `grid` steps
+  double mean = 0, std = 1;                  // normal
+  int64_t int_low = 0;                       // randint: int_low + [0, int_range)
+  uint64_t int_range = 1;
+  double p = 0.5;                            // bernoulli
+};
+
+namespace math {
+
+// Element value of half `half` of `block`, as a double; the fill converts it to its dtype.
+SG_HOST_DEVICE inline double draw(const RandomDraw& d, int half, const PhiloxBlock& block) {
+  switch (d.kind) {
+    case RandomDraw::Kind::uniform: return draw_uniform(half, block, d.low, d.span, d.grid);
+    case RandomDraw::Kind::normal: return draw_normal(half, block, d.mean, d.std);
+    case RandomDraw::Kind::randint: return static_cast<double>(draw_randint(half, block, d.int_low, d.int_range));
+    case RandomDraw::Kind::bernoulli: return draw_bernoulli(half, block, d.p);
+  }
+  return 0.0;
+}
+
+}  // namespace math
+}  // namespace sg

@@ -1,0 +1,35 @@
+#pragma once
+// defines: CollectiveDescription (what a collective is, for error messages and SG_DIST_DEBUG
+//          fingerprints), mark_started and diagnose_failure (after a collective failed: which
+//          ranks never reached it, which exited) — shared by the Gloo and NCCL process groups.
+#include <cstdint>
+#include <string>
+
+#include "core/shape.h"
+
+namespace sg::dist {
+
+class TcpStore;
+
+enum class CollectiveOp { all_reduce, broadcast, reduce, all_gather, gather, scatter, barrier };
+
+struct CollectiveDescription {
+  CollectiveOp op = CollectiveOp::barrier;
+  int reduce_op = -1; // a ReduceOp, or -1
+  int dtype = -1;     // a DType, or -1 (barrier)
+  int root = -1;
+  Shape shape;
+  std::string str(int64_t sequence) const;  // "all_reduce(SUM) #3 on f32[10] (40 bytes)"
+};
+
+// Records "rank `rank` reached collective #sequence" in the store, for diagnose_failure on the
+// other ranks.
+void mark_started(TcpStore& store, int rank, int64_t sequence);
+
+// After collective #sequence failed on `rank`: which ranks never reached it (they are late, hung,
+// or took a different path), which exited, which are alive but busy elsewhere. Leaves this rank's
+// "failed" mark for the others and waits up to a second for theirs. Never throws: when the store
+// itself is gone, says so.
+std::string diagnose_failure(TcpStore& store, int rank, int size, int64_t sequence);
+
+}  // namespace sg::dist

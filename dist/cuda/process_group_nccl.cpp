@@ -1,0 +1,534 @@
+// Note [NCCL streams, events and the watchdog]
+// Every kernel of syncgrad runs on the compute stream (Note [One compute stream] in
+// core/cuda/stream.h). A collective runs on this group's own NCCL stream instead, so that DDP's
+// bucket all-reduces overlap the rest of backward, llm.c's way:
+//   1. record an event `ready` on the compute stream: the tensors' values are final there;
+//   2. the NCCL stream waits for `ready` (cudaStreamWaitEvent: the GPU waits, not the host);
+//   3. the NCCL calls are queued on the NCCL stream, then an event `done` is recorded after them;
+//   4. Work::wait() makes the compute stream wait for `done`: kernels queued after it see the
+//      result, and the host goes on at once, as in PyTorch. barrier() alone blocks the host,
+//      since that is what a barrier is for.
+// The NCCL stream is created non-blocking: a blocking stream would be ordered with the legacy
+// default stream (the compute stream) on every call and nothing would overlap.
+// The Work keeps the tensors alive, and the watchdog keeps the Work until `done` has passed, so
+// the caching allocator never hands out a block that the NCCL stream still reads or writes.
+//
+// NCCL calls return as soon as the work is queued; a collective that never completes (a rank
+// that never reaches it, a dead peer) shows up nowhere on the host. So one watchdog thread per
+// group polls the outstanding collectives: when one has run longer than the timeout, or NCCL
+// reports an asynchronous error, it writes what failed (rank, op, sequence number, dtype, shape,
+// bytes, and which ranks never got there) into every outstanding Work and the group, then calls
+// ncclCommAbort, which makes the stuck kernels exit. wait() on any of those Works, and every
+// later collective, throws that message. The watchdog also publishes how far this rank has
+// issued in the store, which is what the other ranks' error messages read.
+#include "dist/process_group_nccl.h"
+
+#include <cuda_runtime_api.h>
+#include <nccl.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdio>
+#include <cstring>
+#include <deque>
+#include <functional>
+#include <mutex>
+#include <thread>
+
+#include "core/cuda/check.h"
+#include "core/cuda/stream.h"
+#include "core/factory.h"
+#include "dist/collective_report.h"
+#include "dist/cuda/nccl_check.h"
+#include "dist/tcp_store.h"
+
+namespace sg::dist {
+
+namespace {
+
+ncclDataType_t nccl_dtype(DType dtype) {
+  switch (dtype) {
+    case DType::f32: return ncclFloat32;
+    case DType::f64: return ncclFloat64;
+    case DType::f16: return ncclFloat16;
+    case DType::bf16: return ncclBfloat16;
+    case DType::i64: return ncclInt64;
+    case DType::i32: return ncclInt32;
+    case DType::u8:
+    case DType::boolean: return ncclUint8;  // bool is one byte holding 0 or 1
+  }
+  return ncclUint8;
+}
+
+// On bool (bytes 0 and 1), SUM and MAX are "or" = the byte maximum, PRODUCT and MIN are "and" =
+// the byte minimum, as in the Gloo group. ncclAvg divides the sum by the group size (integers:
+// truncating, as the Gloo group; floating types multiply by 1/size before summing, so f16/bf16
+// round a little differently from Gloo's sum-then-divide).
+ncclRedOp_t nccl_op(ReduceOp op, DType dtype) {
+  if (dtype == DType::boolean) return op == ReduceOp::SUM || op == ReduceOp::MAX ? ncclMax : ncclMin;
+  switch (op) {
+    case ReduceOp::SUM: return ncclSum;
+    case ReduceOp::AVG: return ncclAvg;
+    case ReduceOp::PRODUCT: return ncclProd;
+    case ReduceOp::MIN: return ncclMin;
+    case ReduceOp::MAX: return ncclMax;
+  }
+  return ncclSum;
+}
+
+size_t nbytes_of(const Tensor& t) { return static_cast<size_t>(t.numel()) * t.element_size(); }
+
+int next_group_index() {
+  static std::atomic<int> groups{0};
+  return groups++;
+}
+
+class Event {
+public:
+  Event() { SG_CUDA_CHECK(cudaEventCreateWithFlags(&event_, cudaEventDisableTiming)); }
+  ~Event() { cudaEventDestroy(event_); }  // released by the driver once the event has passed
+  Event(const Event&) = delete;
+  Event& operator=(const Event&) = delete;
+  cudaEvent_t get() const { return event_; }
+
+private:
+  cudaEvent_t event_ = nullptr;
+};
+
+class ProcessGroupNCCL final : public ProcessGroup {
+public:
+  ProcessGroupNCCL(std::shared_ptr<TcpStore> store, int rank, int size, int device, std::chrono::milliseconds timeout);
+  ~ProcessGroupNCCL() override;
+
+  std::string backend_name() const override { return "nccl"; }
+  Device device() const override { return Device::cuda(device_); }
+  WorkPtr all_reduce(Tensor& tensor, ReduceOp op = ReduceOp::SUM) override;
+  WorkPtr broadcast(Tensor& tensor, int root = 0) override;
+  WorkPtr reduce(Tensor& tensor, int root = 0, ReduceOp op = ReduceOp::SUM) override;
+  WorkPtr all_gather(std::vector<Tensor>& outputs, const Tensor& input) override;
+  WorkPtr gather(std::vector<Tensor>& outputs, const Tensor& input, int root = 0) override;
+  WorkPtr scatter(Tensor& output, const std::vector<Tensor>& inputs, int root = 0) override;
+  WorkPtr barrier() override;
+  void set_timeout(std::chrono::milliseconds timeout) override;
+
+private:
+  class NcclWork;
+  using Issue = std::function<void()>;  // queues the NCCL calls on stream_
+  // Numbers the collective, orders it after the compute stream, runs `issue`, records its end
+  // and hands it to the watchdog. `tensors` stay alive until it has completed.
+  WorkPtr launch(CollectiveDescription description, std::vector<Tensor> tensors, const Issue& issue,
+                 bool blocks_host = false);
+  void watchdog_loop();
+  void fail(const std::shared_ptr<NcclWork>& culprit, const std::string& what);
+  std::string prefix() const;
+  void check_tensor(const Tensor& t, const char* op, const char* what) const;
+  void check_same_layout(const Tensor& t, const Tensor& like, const char* op, const char* what) const;
+  void check_root(int root, const char* op) const;
+
+  std::shared_ptr<TcpStore> store_;
+  int device_;
+  ncclComm_t comm_ = nullptr;
+  cudaStream_t stream_ = nullptr;
+
+  // Held while NCCL calls are queued and while the watchdog aborts, so that no call reaches a
+  // communicator being torn down. Lock order: comm_mutex_, then watch_mutex_.
+  std::mutex comm_mutex_;
+  std::string broken_;  // the failure that aborted the communicator; every later call throws it
+  std::atomic<int64_t> next_sequence_{0};
+  std::atomic<int64_t> timeout_ms_;
+
+  std::mutex watch_mutex_;
+  std::condition_variable watch_changed_;
+  std::deque<std::shared_ptr<NcclWork>> outstanding_;  // issue order
+  bool stopping_ = false;
+  bool aborted_ = false;
+  std::thread watchdog_;
+};
+
+class ProcessGroupNCCL::NcclWork final : public Work {
+public:
+  NcclWork(int device, int64_t sequence, CollectiveDescription description, std::vector<Tensor> tensors,
+           std::chrono::milliseconds timeout, bool blocks_host)
+      : device_(device), sequence_(sequence), description_(std::move(description)), tensors_(std::move(tensors)),
+        deadline_(std::chrono::steady_clock::now() + timeout), timeout_(timeout), blocks_host_(blocks_host) {}
+
+  void wait() override {
+    throw_if_failed();
+    if (blocks_host_) {
+      // Polled rather than cudaEventSynchronize: when the watchdog aborts, the error set here
+      // must end the wait even if the kernel never ends.
+      for (;;) {
+        const cudaError_t status = cudaEventQuery(done_.get());
+        throw_if_failed();
+        if (status == cudaSuccess) return;
+        if (status != cudaErrorNotReady) SG_CUDA_CHECK(status);
+        std::this_thread::sleep_for(std::chrono::microseconds(50));
+      }
+    }
+    cuda::DeviceGuard guard(device_);
+    SG_CUDA_CHECK(cudaStreamWaitEvent(cuda::compute_stream(), done_.get(), 0));
+  }
+
+  bool is_completed() const override {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (!error_.empty()) return true;
+    }
+    return cudaEventQuery(done_.get()) == cudaSuccess;
+  }
+
+  void set_error(const std::string& message) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (error_.empty()) error_ = message;
+  }
+
+  // Whether the GPU has passed the collective's end; errors of the query itself are the
+  // watchdog's to report, as a failure of this collective.
+  cudaError_t query() const { return cudaEventQuery(done_.get()); }
+
+  const Event& ready() const { return ready_; }
+  const Event& done() const { return done_; }
+  int64_t sequence() const { return sequence_; }
+  const CollectiveDescription& description() const { return description_; }
+  bool overdue(std::chrono::steady_clock::time_point now) const { return now > deadline_; }
+  std::chrono::milliseconds timeout() const { return timeout_; }
+
+private:
+  void throw_if_failed() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!error_.empty()) throw Error(error_);
+  }
+
+  int device_;
+  int64_t sequence_;
+  CollectiveDescription description_;
+  std::vector<Tensor> tensors_;
+  std::chrono::steady_clock::time_point deadline_;
+  std::chrono::milliseconds timeout_;
+  bool blocks_host_;
+  Event ready_, done_;
+  mutable std::mutex mutex_;
+  std::string error_;
+};
+
+ProcessGroupNCCL::ProcessGroupNCCL(std::shared_ptr<TcpStore> store, int rank, int size, int device,
+                                   std::chrono::milliseconds timeout)
+    : ProcessGroup(rank, size), store_(std::move(store)), device_(device), timeout_ms_(timeout.count()) {
+  cuda::DeviceGuard guard(device_);
+  // Every rank creates its groups in the same order, so the n-th group of each process meets
+  // under the same key.
+  const std::string key = "nccl/unique_id/" + std::to_string(next_group_index());
+  ncclUniqueId id;
+  if (rank == 0) {
+    SG_NCCL_CHECK(ncclGetUniqueId(&id));
+    store_->set(key, std::vector<char>(id.internal, id.internal + sizeof id.internal));
+  } else {
+    const std::vector<char> bytes = store_->get(key);  // waits for rank 0, at most the store's timeout
+    SG_CHECK(bytes.size() == sizeof id.internal, prefix(), ": the NCCL id under '", key, "' in the store has ",
+             bytes.size(), " bytes, expected ", sizeof id.internal);
+    std::memcpy(id.internal, bytes.data(), bytes.size());
+  }
+  try {
+    SG_NCCL_CHECK(ncclCommInitRank(&comm_, size, id, rank));
+  } catch (const Error& e) {
+    SG_CHECK(false, prefix(), ": joining the NCCL communicator failed: ", e.what());
+  }
+  SG_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+  watchdog_ = std::thread([this] { watchdog_loop(); });
+}
+
+// Like the Gloo group, a collective once issued completes or fails: the watchdog runs until every
+// outstanding one has passed (or the timeout aborted them). Then the communicator is destroyed,
+// which NCCL does together with the other ranks (they are destroying theirs too at the end of a
+// run); an aborted one is already gone.
+ProcessGroupNCCL::~ProcessGroupNCCL() {
+  {
+    std::lock_guard<std::mutex> lock(watch_mutex_);
+    stopping_ = true;
+  }
+  watch_changed_.notify_all();
+  watchdog_.join();
+  cuda::DeviceGuard guard(device_);
+  if (!aborted_) {
+    // A collective that failed while being queued leaves the other ranks' halves unmatched:
+    // only an abort is sure to return then.
+    if (broken_.empty()) ncclCommDestroy(comm_);
+    else ncclCommAbort(comm_);
+  }
+  cudaStreamDestroy(stream_);
+}
+
+std::string ProcessGroupNCCL::prefix() const {
+  return ::sg::detail::concat("ProcessGroupNCCL (rank ", rank(), " of ", size(), ", cuda:", device_, ")");
+}
+
+void ProcessGroupNCCL::set_timeout(std::chrono::milliseconds timeout) { timeout_ms_ = timeout.count(); }
+
+void ProcessGroupNCCL::check_tensor(const Tensor& t, const char* op, const char* what) const {
+  SG_CHECK(t.defined(), "ProcessGroupNCCL::", op, ": ", what, " is undefined");
+  SG_CHECK(t.device() == device(), "ProcessGroupNCCL::", op, ": ", what, " is on ", t.device(),
+           "; this rank's NCCL group works on ", device(), " (move it with .to(Device::cuda(", device_,
+           ")); the Gloo group takes CPU tensors)");
+  SG_CHECK(t.is_contiguous(), "ProcessGroupNCCL::", op, ": ", what, " of shape ", shape_str(t.sizes()),
+           " must be contiguous (call .contiguous() and copy the result back)");
+}
+
+void ProcessGroupNCCL::check_same_layout(const Tensor& t, const Tensor& like, const char* op, const char* what) const {
+  check_tensor(t, op, what);
+  SG_CHECK(t.sizes() == like.sizes() && t.dtype() == like.dtype(), "ProcessGroupNCCL::", op, ": ", what, " is ",
+           t.dtype(), shape_str(t.sizes()), " but must match ", like.dtype(), shape_str(like.sizes()));
+}
+
+void ProcessGroupNCCL::check_root(int root, const char* op) const {
+  SG_CHECK(root >= 0 && root < size(), "ProcessGroupNCCL::", op, ": root ", root, " is not a rank of this group of ",
+           size());
+}
+
+WorkPtr ProcessGroupNCCL::launch(CollectiveDescription description, std::vector<Tensor> tensors, const Issue& issue,
+                                 bool blocks_host) {
+  std::lock_guard<std::mutex> comm_lock(comm_mutex_);
+  const int64_t sequence = next_sequence_;
+  SG_CHECK(broken_.empty(), prefix(), ": ", description.str(sequence),
+           " cannot run: the group failed earlier and is unusable:\n  ", broken_);
+  cuda::DeviceGuard guard(device_);
+  auto work = std::make_shared<NcclWork>(device_, sequence, std::move(description), std::move(tensors),
+                                         std::chrono::milliseconds(timeout_ms_.load()), blocks_host);
+  SG_CUDA_CHECK(cudaEventRecord(work->ready().get(), cuda::compute_stream()));
+  SG_CUDA_CHECK(cudaStreamWaitEvent(stream_, work->ready().get(), 0));
+  try {
+    issue();
+  } catch (const Error& e) {
+    // The other ranks may have queued their side already and wait for ours: nothing later can
+    // match up, so the group is done for.
+    broken_ = ::sg::detail::concat("rank ", rank(), ": ", work->description().str(sequence), " failed: ", e.what());
+    SG_CHECK(false, prefix(), ": ", work->description().str(sequence), " failed: ", e.what());
+  }
+  SG_CUDA_CHECK(cudaEventRecord(work->done().get(), stream_));
+  next_sequence_ = sequence + 1;
+  {
+    std::lock_guard<std::mutex> watch_lock(watch_mutex_);
+    outstanding_.push_back(work);
+  }
+  return work;
+}
+
+void ProcessGroupNCCL::watchdog_loop() {
+  cudaSetDevice(device_);  // for ncclCommAbort; the thread has no other CUDA work
+  int64_t published = 0;   // how many collectives the store has been told about
+  for (;;) {
+    std::shared_ptr<NcclWork> culprit;
+    std::string what;
+    bool aborted = false;
+    {
+      std::unique_lock<std::mutex> lock(watch_mutex_);
+      watch_changed_.wait_for(lock, std::chrono::milliseconds(50));
+      while (!outstanding_.empty()) {
+        const cudaError_t status = outstanding_.front()->query();
+        if (status == cudaSuccess) {
+          outstanding_.pop_front();
+          continue;
+        }
+        if (status != cudaErrorNotReady && !aborted_) {
+          culprit = outstanding_.front();
+          what = ::sg::detail::concat("failed on the GPU: CUDA error ", cudaGetErrorName(status), " (",
+                                      cudaGetErrorString(status), ")");
+        }
+        break;
+      }
+      aborted = aborted_;
+      if (stopping_ && (outstanding_.empty() || aborted)) return;
+      if (!aborted && culprit == nullptr) {
+        const auto now = std::chrono::steady_clock::now();
+        for (const auto& work : outstanding_)
+          if (work->overdue(now)) {
+            culprit = work;
+            what = ::sg::detail::concat("timed out after ", work->timeout().count(),
+                                        " ms (set_timeout or SG_DIST_TIMEOUT change the limit)");
+            break;
+          }
+      }
+    }
+    if (aborted) continue;  // kernels are exiting; stay until the outstanding events have passed
+    if (culprit == nullptr) {
+      ncclResult_t async_error = ncclSuccess;
+      if (ncclCommGetAsyncError(comm_, &async_error) == ncclSuccess && async_error != ncclSuccess &&
+          async_error != ncclInProgress) {
+        const char* last = ncclGetLastError(comm_);
+        what = ::sg::detail::concat("failed: NCCL reports ", ncclGetErrorString(async_error),
+                                    last && *last ? ::sg::detail::concat(" (", last, ")") : std::string());
+        std::lock_guard<std::mutex> lock(watch_mutex_);
+        if (!outstanding_.empty()) culprit = outstanding_.front();
+      }
+    }
+    if (!what.empty()) {
+      fail(culprit, what);
+      continue;
+    }
+    const int64_t issued = next_sequence_;
+    if (issued != published) {
+      try {
+        mark_started(*store_, rank(), issued - 1);
+        published = issued;
+      } catch (const std::exception&) {
+        // The store is gone (rank 0 exited): only the failure messages needed it.
+      }
+    }
+  }
+}
+
+void ProcessGroupNCCL::fail(const std::shared_ptr<NcclWork>& culprit, const std::string& what) {
+  const int64_t sequence = culprit ? culprit->sequence() : next_sequence_ - 1;
+  const std::string collective = culprit ? culprit->description().str(sequence)
+                                         : ::sg::detail::concat("the communicator (after collective #", sequence, ")");
+  const std::string message = ::sg::detail::concat(prefix(), ": ", collective, " ", what, "\n  ",
+                                                   diagnose_failure(*store_, rank(), size(), sequence));
+  std::fprintf(stderr, "%s\n  Aborting the NCCL communicator; wait() and every later collective of this group throw.\n",
+               message.c_str());
+  std::lock_guard<std::mutex> comm_lock(comm_mutex_);
+  broken_ = message;
+  {
+    // Before the abort lets the kernels exit: a wait() that sees them done must see the error.
+    std::lock_guard<std::mutex> watch_lock(watch_mutex_);
+    for (const auto& work : outstanding_) work->set_error(message);
+    aborted_ = true;
+  }
+  ncclCommAbort(comm_);
+}
+
+WorkPtr ProcessGroupNCCL::all_reduce(Tensor& tensor, ReduceOp op) {
+  check_tensor(tensor, "all_reduce", "tensor");
+  SG_CHECK(!(op == ReduceOp::AVG && tensor.dtype() == DType::boolean),
+           "ProcessGroupNCCL::all_reduce: AVG is not defined for bool tensors");
+  const Tensor t = tensor;
+  return launch({CollectiveOp::all_reduce, static_cast<int>(op), static_cast<int>(t.dtype()), -1, t.sizes()}, {t},
+                [&] {
+                  if (t.numel() == 0) return;
+                  SG_NCCL_CHECK(ncclAllReduce(t.raw_data(), t.raw_data(), static_cast<size_t>(t.numel()),
+                                              nccl_dtype(t.dtype()), nccl_op(op, t.dtype()), comm_, stream_));
+                });
+}
+
+WorkPtr ProcessGroupNCCL::broadcast(Tensor& tensor, int root) {
+  check_tensor(tensor, "broadcast", "tensor");
+  check_root(root, "broadcast");
+  const Tensor t = tensor;
+  return launch({CollectiveOp::broadcast, -1, static_cast<int>(t.dtype()), root, t.sizes()}, {t}, [&] {
+    if (t.numel() == 0) return;
+    SG_NCCL_CHECK(ncclBroadcast(t.raw_data(), t.raw_data(), static_cast<size_t>(t.numel()), nccl_dtype(t.dtype()),
+                                root, comm_, stream_));
+  });
+}
+
+WorkPtr ProcessGroupNCCL::reduce(Tensor& tensor, int root, ReduceOp op) {
+  check_tensor(tensor, "reduce", "tensor");
+  check_root(root, "reduce");
+  SG_CHECK(!(op == ReduceOp::AVG && tensor.dtype() == DType::boolean),
+           "ProcessGroupNCCL::reduce: AVG is not defined for bool tensors");
+  const Tensor t = tensor;
+  return launch({CollectiveOp::reduce, static_cast<int>(op), static_cast<int>(t.dtype()), root, t.sizes()}, {t}, [&] {
+    if (t.numel() == 0) return;
+    SG_NCCL_CHECK(ncclReduce(t.raw_data(), t.raw_data(), static_cast<size_t>(t.numel()), nccl_dtype(t.dtype()),
+                             nccl_op(op, t.dtype()), root, comm_, stream_));
+  });
+}
+
+WorkPtr ProcessGroupNCCL::all_gather(std::vector<Tensor>& outputs, const Tensor& input) {
+  check_tensor(input, "all_gather", "input");
+  SG_CHECK(static_cast<int>(outputs.size()) == size(), "ProcessGroupNCCL::all_gather: expected ", size(),
+           " output tensors (one per rank), got ", outputs.size());
+  for (const Tensor& out : outputs) check_same_layout(out, input, "all_gather", "an output");
+  // NCCL gathers into one buffer of size() slots; the outputs may live anywhere, so the slots are
+  // copied out on the NCCL stream, still before the collective's end event.
+  const Tensor gathered = empty({size() * input.numel()}, {input.dtype(), device()});
+  std::vector<Tensor> keep = outputs;
+  keep.push_back(input);
+  keep.push_back(gathered);
+  return launch({CollectiveOp::all_gather, -1, static_cast<int>(input.dtype()), -1, input.sizes()}, std::move(keep),
+                [&] {
+                  const size_t bytes = nbytes_of(input);
+                  if (bytes == 0) return;
+                  SG_NCCL_CHECK(ncclAllGather(input.raw_data(), gathered.raw_data(),
+                                              static_cast<size_t>(input.numel()), nccl_dtype(input.dtype()), comm_,
+                                              stream_));
+                  const auto* slots = static_cast<const uint8_t*>(gathered.raw_data());
+                  for (size_t r = 0; r < outputs.size(); ++r)
+                    SG_CUDA_CHECK(cudaMemcpyAsync(outputs[r].raw_data(), slots + r * bytes, bytes,
+                                                  cudaMemcpyDeviceToDevice, stream_));
+                });
+}
+
+// gather and scatter are point-to-point: the root receives from (sends to) every other rank in
+// one NCCL group call, and copies its own part on the NCCL stream.
+WorkPtr ProcessGroupNCCL::gather(std::vector<Tensor>& outputs, const Tensor& input, int root) {
+  check_tensor(input, "gather", "input");
+  check_root(root, "gather");
+  const bool is_root = rank() == root;
+  if (is_root) {
+    SG_CHECK(static_cast<int>(outputs.size()) == size(), "ProcessGroupNCCL::gather: expected ", size(),
+             " output tensors on the root (one per rank), got ", outputs.size());
+    for (const Tensor& out : outputs) check_same_layout(out, input, "gather", "an output");
+  }
+  std::vector<Tensor> keep = is_root ? outputs : std::vector<Tensor>{};
+  keep.push_back(input);
+  return launch({CollectiveOp::gather, -1, static_cast<int>(input.dtype()), root, input.sizes()}, std::move(keep), [&] {
+    const size_t bytes = nbytes_of(input);
+    if (bytes == 0) return;
+    if (!is_root) {
+      SG_NCCL_CHECK(ncclSend(input.raw_data(), bytes, ncclUint8, root, comm_, stream_));
+      return;
+    }
+    SG_CUDA_CHECK(cudaMemcpyAsync(outputs[static_cast<size_t>(root)].raw_data(), input.raw_data(), bytes,
+                                  cudaMemcpyDeviceToDevice, stream_));
+    SG_NCCL_CHECK(ncclGroupStart());
+    for (int r = 0; r < size(); ++r)
+      if (r != root) SG_NCCL_CHECK(ncclRecv(outputs[static_cast<size_t>(r)].raw_data(), bytes, ncclUint8, r, comm_, stream_));
+    SG_NCCL_CHECK(ncclGroupEnd());
+  });
+}
+
+WorkPtr ProcessGroupNCCL::scatter(Tensor& output, const std::vector<Tensor>& inputs, int root) {
+  check_tensor(output, "scatter", "output");
+  check_root(root, "scatter");
+  const bool is_root = rank() == root;
+  if (is_root) {
+    SG_CHECK(static_cast<int>(inputs.size()) == size(), "ProcessGroupNCCL::scatter: expected ", size(),
+             " input tensors on the root (one per rank), got ", inputs.size());
+    for (const Tensor& in : inputs) check_same_layout(in, output, "scatter", "an input");
+  }
+  std::vector<Tensor> keep = is_root ? inputs : std::vector<Tensor>{};
+  keep.push_back(output);
+  return launch({CollectiveOp::scatter, -1, static_cast<int>(output.dtype()), root, output.sizes()}, std::move(keep),
+                [&] {
+                  const size_t bytes = nbytes_of(output);
+                  if (bytes == 0) return;
+                  if (!is_root) {
+                    SG_NCCL_CHECK(ncclRecv(output.raw_data(), bytes, ncclUint8, root, comm_, stream_));
+                    return;
+                  }
+                  SG_CUDA_CHECK(cudaMemcpyAsync(output.raw_data(), inputs[static_cast<size_t>(root)].raw_data(),
+                                                bytes, cudaMemcpyDeviceToDevice, stream_));
+                  SG_NCCL_CHECK(ncclGroupStart());
+                  for (int r = 0; r < size(); ++r)
+                    if (r != root)
+                      SG_NCCL_CHECK(ncclSend(inputs[static_cast<size_t>(r)].raw_data(), bytes, ncclUint8, r, comm_,
+                                             stream_));
+                  SG_NCCL_CHECK(ncclGroupEnd());
+                });
+}
+
+// An all-reduce of one byte whose value nobody reads; its wait() blocks the host.
+WorkPtr ProcessGroupNCCL::barrier() {
+  const Tensor token = empty({1}, {DType::u8, device()});
+  return launch({CollectiveOp::barrier, -1, -1, -1, {}}, {token}, [&] {
+    SG_NCCL_CHECK(ncclAllReduce(token.raw_data(), token.raw_data(), 1, ncclUint8, ncclMax, comm_, stream_));
+  }, /*blocks_host=*/true);
+}
+
+}  // namespace
+
+std::unique_ptr<ProcessGroup> make_nccl_process_group(std::shared_ptr<TcpStore> store, int rank, int size, int device,
+                                                      std::chrono::milliseconds timeout) {
+  return std::make_unique<ProcessGroupNCCL>(std::move(store), rank, size, device, timeout);
+}
+
+}  // namespace sg::dist
