@@ -3,6 +3,7 @@
 #include <cmath>
 #include <mutex>
 #include <utility>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -87,16 +88,26 @@ void GradScaler::unscale_(optim::Optimizer& optimizer) {
            " optimizer; call it before step(), once per iteration, then update()");
   // 1/scale in double, rounded once to f32, as torch does (for a power-of-two scale it is exact).
   const double inv_scale = static_cast<float>(1.0 / static_cast<double>(scale_));
-  Tensor found_inf = zeros({1}, {DType::f32});
   NoGradGuard no_grad;
+  // One flag per device the gradients live on: the kernel writes it where it runs, and the host
+  // reads each flag once, after every gradient of that device was checked.
+  std::vector<Tensor> flags;
+  const auto flag_on = [&flags](Device device) -> const Tensor& {
+    for (const Tensor& flag : flags)
+      if (flag.device() == device) return flag;
+    return flags.emplace_back(zeros({1}, {DType::f32, device}));
+  };
   for (const Tensor& param : optimizer.all_params()) {
     const Tensor& grad = param.grad();
     if (!grad.defined()) continue;
     SG_CHECK(grad.dtype() != DType::f16, "GradScaler::unscale_: a parameter of shape ", shape_str(param.sizes()),
              " has an f16 gradient; unscaled f16 gradients underflow, which the scaler exists to prevent. Keep the "
              "parameters in f32 and let autocast cast them (their gradients are then f32)");
-    kernels::non_finite_check_and_unscale_(grad, found_inf, inv_scale);
+    kernels::non_finite_check_and_unscale_(grad, flag_on(grad.device()), inv_scale);
   }
+  Tensor found_inf = zeros({1}, {DType::f32});
+  for (const Tensor& flag : flags)
+    if (flag.item<float>() > 0) found_inf.fill_(1.0);
   reduce_found_inf(found_inf);
   record.found_inf = found_inf.item<float>() > 0;
   record.stage = Stage::unscaled;

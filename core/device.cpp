@@ -18,10 +18,4 @@ bool runs_on_cuda(const Device& device, const char* op_name) {
   return true;
 }
 
-void check_cpu_only(const Device& device, const char* op_name) {
-  if (runs_on_cuda(device, op_name))
-    SG_CHECK(false, op_name, ": this op has a CPU kernel only; the tensor is on ", device,
-             " (move it with .to(Device::cpu()))");
-}
-
 }  // namespace sg

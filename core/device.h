@@ -30,16 +30,12 @@ std::ostream& operator<<(std::ostream& out, const Device& device);
 inline constexpr bool kCudaBuild = SG_WITH_CUDA;
 
 // Note [Kernel dispatch]
-// Every kernel entry point (core/kernels/*.cpp) starts with one of these two calls, so a
-// tensor on a device the op cannot serve fails with a message, never with a GPU pointer
-// handed to CPU code.
-// An op that has a CUDA kernel:
+// Every kernel entry point (core/kernels/*.cpp) starts with this call, so a tensor on a device
+// the op cannot serve fails with a message, never with a GPU pointer handed to CPU code:
 //   if (runs_on_cuda(out.device(), "sum")) { if constexpr (kCudaBuild) return cuda::sum(...); }
 //   cpu::sum(...);
 // runs_on_cuda throws when `device` is a GPU this build or this machine cannot use (naming the
-// reason), and otherwise says whether the op runs on the GPU. An op with a CPU kernel only calls
-// check_cpu_only, which throws for every other device.
+// reason), and otherwise says whether the op runs on the GPU.
 bool runs_on_cuda(const Device& device, const char* op_name);
-void check_cpu_only(const Device& device, const char* op_name);
 
 }  // namespace sg

@@ -4,6 +4,7 @@
 #include <set>
 
 #include "core/cuda/block_cache.h"
+#include "core/cuda/event.h"
 #include "helpers.h"
 
 using namespace sg;
@@ -142,4 +143,6 @@ TEST_CASE("without a GPU, CUDA reports itself unavailable and a CUDA tensor is a
     CHECK(std::string(e.what()).find("CUDA is not available") != std::string::npos);
   }
   CHECK_THROWS_AS(randn({4}).to(Device::cuda(0)), Error);
+  CHECK_THROWS_AS(cuda::Event(), Error);
+  CHECK_THROWS_AS(cuda::synchronize(), Error);
 }

@@ -1,6 +1,7 @@
 // The sg::cuda API of a CPU-only build: nothing is available, and any use says so.
 #include <atomic>
 
+#include "core/cuda/event.h"
 #include "core/cuda/runtime.h"
 #include "core/error.h"
 
@@ -23,6 +24,14 @@ void synchronize() { unavailable("synchronize"); }
 MemoryStats memory_stats(int) { unavailable("memory_stats"); }
 void reset_peak_memory_stats(int) { unavailable("reset_peak_memory_stats"); }
 void empty_cache() {}  // nothing is cached, so there is nothing to give back
+
+// An Event cannot be created here, so its other members are never reached on an object.
+Event::Event(bool) { unavailable("Event"); }
+Event::~Event() = default;
+void Event::record() { unavailable("Event::record"); }
+bool Event::query() const { unavailable("Event::query"); }
+void Event::synchronize() const { unavailable("Event::synchronize"); }
+double Event::elapsed_ms(const Event&) const { unavailable("Event::elapsed_ms"); }
 
 namespace {
 std::atomic<bool> tf32_allowed{false};

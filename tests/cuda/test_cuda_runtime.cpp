@@ -1,4 +1,5 @@
 // The CUDA runtime, the caching allocator and host<->device copies on a real GPU.
+#include "core/cuda/event.h"
 #include "core/cuda/runtime.h"
 #include "cuda_compare.h"
 #include "helpers.h"
@@ -51,4 +52,15 @@ TEST_CASE("the caching allocator reuses a freed block and counts it") {
 TEST_CASE("a device index past the last GPU is an error naming it") {
   CHECK_THROWS_WITH_AS(zeros({2}, {DType::f32, Device::cuda(cuda::device_count())}),
                        doctest::Contains("there is no device"), Error);
+}
+
+TEST_CASE("events: a recorded event is passed after synchronize, and times the work between two") {
+  cuda::Event start(true), stop(true);
+  start.record();
+  Tensor x = randn({512, 512}, {}, &test::rng()).to(gpu());
+  for (int i = 0; i < 10; ++i) x = x.matmul(x) * 1e-3;
+  stop.record();
+  stop.synchronize();
+  CHECK(stop.query());
+  CHECK(start.elapsed_ms(stop) >= 0.0);
 }
