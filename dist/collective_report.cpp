@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstring>
 #include <sstream>
 #include <thread>
 #include <vector>
@@ -39,6 +40,53 @@ void mark_started(TcpStore& store, int rank, int64_t sequence) {
 // whose connection closed as departed (Note [Departure marks] in tcp_store.cpp). A rank with
 // neither within a second is alive but busy elsewhere: stuck in computation or data loading, or
 // waiting in a different collective.
+namespace {
+constexpr int kFingerprintDims = kFingerprintFields - 6;
+}  // namespace
+
+std::vector<int64_t> fingerprint(int64_t sequence, const CollectiveDescription& description) {
+  std::vector<int64_t> fields(kFingerprintFields, -1);
+  fields[0] = sequence;
+  fields[1] = static_cast<int64_t>(description.op);
+  fields[2] = description.reduce_op;
+  fields[3] = description.dtype;
+  fields[4] = description.root;
+  fields[5] = static_cast<int64_t>(description.shape.size());
+  for (size_t d = 0; d < description.shape.size() && d < kFingerprintDims; ++d) fields[6 + d] = description.shape[d];
+  return fields;
+}
+
+void check_fingerprints(const std::vector<int64_t>& all, int size, int64_t sequence) {
+  const auto describe = [&](int r) {
+    const int64_t* f = all.data() + r * kFingerprintFields;
+    CollectiveDescription d{static_cast<CollectiveOp>(f[1]), static_cast<int>(f[2]), static_cast<int>(f[3]),
+                            static_cast<int>(f[4]), {}};
+    for (int64_t i = 0; i < std::min<int64_t>(f[5], kFingerprintDims); ++i) d.shape.push_back(f[6 + i]);
+    return d.str(f[0]);
+  };
+  for (int r = 1; r < size; ++r)
+    SG_CHECK(std::equal(all.begin(), all.begin() + kFingerprintFields, all.begin() + r * kFingerprintFields),
+             "SG_DIST_DEBUG: the ranks disagree on collective #", sequence, ": rank 0 called ", describe(0),
+             " but rank ", r, " called ", describe(r),
+             ". Every rank must issue the same collectives in the same order with the same shapes.");
+}
+
+void check_fingerprints_through_store(TcpStore& store, const std::string& prefix, int rank, int size,
+                                      int64_t sequence, const CollectiveDescription& description) {
+  const auto key_of = [&](int r) { return prefix + "/" + std::to_string(sequence) + "/" + std::to_string(r); };
+  const std::vector<int64_t> mine = fingerprint(sequence, description);
+  const auto* mine_bytes = reinterpret_cast<const char*>(mine.data());
+  store.set(key_of(rank), std::vector<char>(mine_bytes, mine_bytes + mine.size() * sizeof(int64_t)));
+  std::vector<int64_t> all(static_cast<size_t>(kFingerprintFields * size));
+  for (int r = 0; r < size; ++r) {
+    const std::vector<char> bytes = store.get(key_of(r));
+    SG_CHECK(bytes.size() == kFingerprintFields * sizeof(int64_t), "SG_DIST_DEBUG: the fingerprint of rank ", r,
+             " for collective #", sequence, " has ", bytes.size(), " bytes");
+    std::memcpy(all.data() + r * kFingerprintFields, bytes.data(), bytes.size());
+  }
+  check_fingerprints(all, size, sequence);
+}
+
 std::string diagnose_failure(TcpStore& store, int rank, int size, int64_t sequence) {
   try {
     const std::string mark = std::to_string(sequence);

@@ -4,6 +4,7 @@
 //          ranks never reached it, which exited) — shared by the Gloo and NCCL process groups.
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "core/shape.h"
 
@@ -25,6 +26,23 @@ struct CollectiveDescription {
 // Records "rank `rank` reached collective #sequence" in the store, for diagnose_failure on the
 // other ranks.
 void mark_started(TcpStore& store, int rank, int64_t sequence);
+
+// SG_DIST_DEBUG: before running collective #sequence every rank all-gathers this fixed-size
+// record of it (sequence, op, reduce op, dtype, root, number of dims and up to 8 sizes) through the
+// group's own transport; check_fingerprints then compares rank 0's record with every other's
+// and throws the same message on every rank when they differ — instead of the mismatched
+// collectives hanging or mixing unrelated bytes.
+inline constexpr int kFingerprintFields = 14;
+std::vector<int64_t> fingerprint(int64_t sequence, const CollectiveDescription& description);
+// `all` holds every rank's fingerprint, rank by rank.
+void check_fingerprints(const std::vector<int64_t>& all, int size, int64_t sequence);
+
+// SG_DIST_DEBUG for a backend whose transport lives on the GPU (NCCL): the fingerprints travel
+// through the store instead. Each rank sets its own under "<prefix>/<sequence>/<rank>" and reads
+// the others' (waiting at most the store's timeout). The keys stay in the store: about 100 bytes
+// per rank and collective, acceptable for a debugging run.
+void check_fingerprints_through_store(TcpStore& store, const std::string& prefix, int rank, int size,
+                                      int64_t sequence, const CollectiveDescription& description);
 
 // After collective #sequence failed on `rank`: which ranks never reached it (they are late, hung,
 // or took a different path), which exited, which are alive but busy elsewhere. Leaves this rank's

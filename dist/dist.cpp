@@ -112,7 +112,8 @@ void init_process_group(InitOptions options) {
   if (!nccl) {
     group.group = std::make_unique<ProcessGroupGloo>(store, env.rank, env.world_size, options.timeout, options.debug);
   } else if constexpr (kCudaBuild) {  // select_gpu has thrown in a CPU-only build
-    group.group = make_nccl_process_group(store, env.rank, env.world_size, env.local_rank, options.timeout);
+    group.group =
+        make_nccl_process_group(store, env.rank, env.world_size, env.local_rank, options.timeout, options.debug);
   }
   group.store = store;
   group.local_rank = env.local_rank;

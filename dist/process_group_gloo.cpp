@@ -218,37 +218,17 @@ void ProcessGroupGloo::run_one(GlooWork& work, int64_t sequence, const Descripti
   work.finish(error, timing);
 }
 
-// SG_DIST_DEBUG: every rank all-gathers a fixed-size record of the collective it is about to
-// run; if the records differ, every rank throws the same message.
+// SG_DIST_DEBUG (dist/collective_report.h): the fingerprints travel by a Gloo all-gather.
 void ProcessGroupGloo::check_fingerprints(int64_t sequence, const Description& description) {
-  constexpr int kMaxDims = 8, kFields = 6 + kMaxDims;
-  std::vector<int64_t> mine(kFields, -1);
-  mine[0] = sequence;
-  mine[1] = static_cast<int64_t>(description.op);
-  mine[2] = description.reduce_op;
-  mine[3] = description.dtype;
-  mine[4] = description.root;
-  mine[5] = static_cast<int64_t>(description.shape.size());
-  for (size_t d = 0; d < description.shape.size() && d < kMaxDims; ++d) mine[6 + d] = description.shape[d];
-  std::vector<int64_t> all(static_cast<size_t>(kFields * size()));
+  std::vector<int64_t> mine = fingerprint(sequence, description);
+  std::vector<int64_t> all(static_cast<size_t>(kFingerprintFields * size()));
   gloo::AllgatherOptions options(context_);
   options.setInput(mine.data(), mine.size());
   options.setOutput(all.data(), all.size());
   options.setTag(tag_of(sequence) ^ 0x80000000u);  // apart from the collective's own tag
   options.setTimeout(timeout_);
   gloo::allgather(options);
-
-  const auto describe = [&](int r) {
-    const int64_t* f = all.data() + r * kFields;
-    Description d{static_cast<CollectiveOp>(f[1]), static_cast<int>(f[2]), static_cast<int>(f[3]), static_cast<int>(f[4]), {}};
-    for (int64_t i = 0; i < std::min<int64_t>(f[5], kMaxDims); ++i) d.shape.push_back(f[6 + i]);
-    return d.str(f[0]);
-  };
-  for (int r = 1; r < size(); ++r)
-    SG_CHECK(std::equal(all.begin(), all.begin() + kFields, all.begin() + r * kFields),
-             "SG_DIST_DEBUG: the ranks disagree on collective #", sequence, ": rank 0 called ", describe(0),
-             " but rank ", r, " called ", describe(r),
-             ". Every rank must issue the same collectives in the same order with the same shapes.");
+  dist::check_fingerprints(all, size(), sequence);
 }
 
 WorkPtr ProcessGroupGloo::all_reduce(Tensor& tensor, ReduceOp op) {

@@ -166,6 +166,13 @@ void late() {
   group.barrier()->wait();
 }
 
+// Under SG_DIST_DEBUG=1: rank 1 reduces a tensor of another shape than rank 0's.
+void mismatch() {
+  dist::ProcessGroup& group = dist::default_group();
+  Tensor t = ones({group.rank() == 0 ? 10 : 11}).to(gpu());
+  group.all_reduce(t)->wait();
+}
+
 // tests/test_ddp.cpp's equivalence on the GPU: ranks start from different weights, DDP copies
 // rank 0's; rank 0 saves the result.
 void ddp_equivalence(const std::string& out) {
@@ -197,6 +204,8 @@ int main(int argc, char** argv) {
       overdue();
     } else if (scenario == "late") {
       late();
+    } else if (scenario == "mismatch") {
+      mismatch();
     } else if (scenario == "ddp" && argc > 2) {
       ddp_equivalence(argv[2]);
     } else {

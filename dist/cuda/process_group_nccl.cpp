@@ -97,7 +97,8 @@ private:
 
 class ProcessGroupNCCL final : public ProcessGroup {
 public:
-  ProcessGroupNCCL(std::shared_ptr<TcpStore> store, int rank, int size, int device, std::chrono::milliseconds timeout);
+  ProcessGroupNCCL(std::shared_ptr<TcpStore> store, int rank, int size, int device, std::chrono::milliseconds timeout,
+                   bool debug);
   ~ProcessGroupNCCL() override;
 
   std::string backend_name() const override { return "nccl"; }
@@ -134,6 +135,7 @@ private:
   // communicator being torn down. Lock order: comm_mutex_, then watch_mutex_.
   std::mutex comm_mutex_;
   std::string broken_;  // the failure that aborted the communicator; every later call throws it
+  std::string debug_prefix_;  // SG_DIST_DEBUG: where the fingerprints go in the store ("" when off)
   std::atomic<int64_t> next_sequence_{0};
   std::atomic<int64_t> timeout_ms_;
 
@@ -212,12 +214,14 @@ private:
 };
 
 ProcessGroupNCCL::ProcessGroupNCCL(std::shared_ptr<TcpStore> store, int rank, int size, int device,
-                                   std::chrono::milliseconds timeout)
+                                   std::chrono::milliseconds timeout, bool debug)
     : ProcessGroup(rank, size), store_(std::move(store)), device_(device), timeout_ms_(timeout.count()) {
   cuda::DeviceGuard guard(device_);
   // Every rank creates its groups in the same order, so the n-th group of each process meets
-  // under the same key.
-  const std::string key = "nccl/unique_id/" + std::to_string(next_group_index());
+  // under the same keys.
+  const std::string group_key = "nccl/" + std::to_string(next_group_index());
+  if (debug) debug_prefix_ = group_key + "/fingerprint";
+  const std::string key = group_key + "/unique_id";
   ncclUniqueId id;
   if (rank == 0) {
     SG_NCCL_CHECK(ncclGetUniqueId(&id));
@@ -290,6 +294,8 @@ WorkPtr ProcessGroupNCCL::launch(CollectiveDescription description, std::vector<
   const int64_t sequence = next_sequence_;
   SG_CHECK(broken_.empty(), prefix(), ": ", description.str(sequence),
            " cannot run: the group failed earlier and is unusable:\n  ", broken_);
+  if (!debug_prefix_.empty())
+    check_fingerprints_through_store(*store_, debug_prefix_, rank(), size(), sequence, description);
   cuda::DeviceGuard guard(device_);
   auto work = std::make_shared<NcclWork>(device_, sequence, std::move(description), std::move(tensors),
                                          std::chrono::milliseconds(timeout_ms_.load()), blocks_host);
@@ -527,8 +533,8 @@ WorkPtr ProcessGroupNCCL::barrier() {
 }  // namespace
 
 std::unique_ptr<ProcessGroup> make_nccl_process_group(std::shared_ptr<TcpStore> store, int rank, int size, int device,
-                                                      std::chrono::milliseconds timeout) {
-  return std::make_unique<ProcessGroupNCCL>(std::move(store), rank, size, device, timeout);
+                                                      std::chrono::milliseconds timeout, bool debug) {
+  return std::make_unique<ProcessGroupNCCL>(std::move(store), rank, size, device, timeout, debug);
 }
 
 }  // namespace sg::dist

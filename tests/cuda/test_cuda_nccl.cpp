@@ -64,6 +64,18 @@ TEST_CASE("nccl: a rank that never reaches a collective: the other times out nam
   CHECK(contains(result.output(0), "rank(s) 1 never reached collective #0"));
 }
 
+TEST_CASE("nccl: SG_DIST_DEBUG: ranks calling different collectives all fail, showing both sides") {
+  if (!have_two_gpus("nccl SG_DIST_DEBUG")) return;
+  const auto result = test::run_ranks(SG_NCCL_WORKER, 2, {"mismatch"}, {{"SG_DIST_DEBUG", "1"}});
+  INFO(result.summary());
+  for (int rank = 0; rank < 2; ++rank) {
+    CHECK(result.exit_code(rank) == 3);
+    CHECK(contains(result.output(rank), "SG_DIST_DEBUG: the ranks disagree on collective #0: rank 0 called "
+                                        "all_reduce(SUM) #0 on f32[10] (40 bytes) but rank 1 called all_reduce(SUM) "
+                                        "#0 on f32[11] (44 bytes)"));
+  }
+}
+
 TEST_CASE("nccl: DDP on the GPUs equals one CPU process on the whole batch") {
   const int world = std::min(cuda::device_count(), 2);
   CAPTURE(world);
