@@ -1,6 +1,7 @@
 // train_cnn: trains the Fashion-MNIST CNN (or BasicNet) and reports the test accuracy after
 // every epoch. The same program runs on one process or, under `sgrun --nproc-per-node N`, data-
-// parallel on N (dist::Accelerator does the difference). `train_cnn --help` lists the flags.
+// parallel on N, on the CPU or one GPU per process (--device); dist::Accelerator does the
+// difference. `train_cnn --help` lists the flags.
 #include <CLI/CLI.hpp>
 
 #include <cstdio>
@@ -44,6 +45,7 @@ struct Config {
   std::string ddp_trace;
   double bucket_mb = 25;
   std::string amp = "none";  // none, f16 or bf16
+  std::string device = "auto";  // auto, cpu or cuda
 };
 
 std::unique_ptr<sg::optim::Optimizer> make_optimizer(const Config& config, const sg::TensorList& params) {
@@ -98,6 +100,7 @@ int run(const Config& config) {
   options.ddp.bucket_cap_mb = config.bucket_mb;
   options.sync_batchnorm = config.sync_bn;
   options.mixed_precision = config.amp == "none" ? "no" : config.amp;
+  options.device = config.device;
   sg::dist::Accelerator accelerator(options);
   sg::set_num_threads(config.threads);
   sg::manual_seed(config.seed);
@@ -111,10 +114,14 @@ int run(const Config& config) {
     train_set = std::make_shared<sg::data::Subset>(train_set, indices);
   }
   auto test_set = std::make_shared<sg::data::FashionMNIST>(config.data_dir, false, normalize);
-  // --batch-size is per process: N processes train on N * batch-size images per step.
-  sg::data::DataLoader train_loader = accelerator.prepare(
-      train_set, {.batch_size = config.batch_size, .shuffle = true, .num_workers = config.workers, .seed = config.seed});
-  sg::data::DataLoader test_loader = accelerator.prepare(test_set, {.batch_size = 1000, .num_workers = config.workers});
+  // --batch-size is per process: N processes train on N * batch-size images per step. Batches
+  // arrive on the accelerator's device; for a GPU they are staged in page-locked memory.
+  const bool pin_memory = accelerator.device().is_cuda();
+  sg::data::DataLoader train_loader =
+      accelerator.prepare(train_set, {.batch_size = config.batch_size, .shuffle = true, .num_workers = config.workers,
+                                      .seed = config.seed, .pin_memory = pin_memory});
+  sg::data::DataLoader test_loader =
+      accelerator.prepare(test_set, {.batch_size = 1000, .num_workers = config.workers, .pin_memory = pin_memory});
 
   std::shared_ptr<sg::nn::Module> model = accelerator.prepare(sg::models::make_fashion_mnist_model(config.model));
   auto optimizer = make_optimizer(config, model->parameters());
@@ -137,7 +144,8 @@ int run(const Config& config) {
   }
   accelerator.print(config.model, ": ", sg::models::count_parameters(accelerator.unwrap_model(*model)), " parameters, ",
                     train_set->size(), " training / ", test_set->size(), " test images, ", accelerator.num_processes(),
-                    " process(es) x ", config.threads, " thread(s), ", config.batch_size, " images per process and step");
+                    " process(es) x ", config.threads, " thread(s) on ", accelerator.device(), ", ", config.batch_size,
+                    " images per process and step");
 
   const sg::amp::GradScaler& scaler = accelerator.scaler();
   std::vector<std::string> log_columns{"step", "epoch", "loss", "lr", "accuracy"};
@@ -181,7 +189,7 @@ int run(const Config& config) {
     }
     accelerator.print("epoch ", epoch + 1, ": test loss ", format_fixed(result.loss, 4), ", test accuracy ",
                       format_fixed(result.accuracy, 2), "% (training ", format_fixed(train_seconds, 1), " s, ",
-                      format_fixed(images_per_second, 0), " img/s)");
+                      format_fixed(images_per_second, 0), " img/s on ", accelerator.device(), ")");
     log.write({{"step", std::to_string(step)}, {"epoch", std::to_string(epoch + 1)},
                {"loss", std::to_string(result.loss)}, {"accuracy", std::to_string(result.accuracy)}});
     const sg::optim::Metadata metadata = {{"epoch", std::to_string(epoch + 1)}, {"step", std::to_string(step)},
@@ -219,6 +227,10 @@ int main(int argc, char** argv) {
                  "it when it exists at start: with `sgrun --max-restarts` a killed run finishes");
   app.add_option("--amp", config.amp, "Mixed precision: none, f16 (autocast + loss scaler) or bf16 (autocast)")
       ->check(CLI::IsMember({"none", "f16", "bf16"}))->capture_default_str();
+  app.add_option("--device", config.device,
+                 "auto (the GPU of each process's LOCAL_RANK when CUDA is available, else the CPU), cpu, or cuda; "
+                 "under sgrun on GPUs: one GPU per process, gradients all-reduced over NCCL")
+      ->check(CLI::IsMember({"auto", "cpu", "cuda"}))->capture_default_str();
   app.add_flag("--sync-bn", config.sync_bn, "Under sgrun: BatchNorm statistics over all processes' batches (SyncBatchNorm)");
   app.add_option("--bucket-mb", config.bucket_mb, "Under sgrun: DDP's gradient bucket size in MB")
       ->check(CLI::PositiveNumber)->capture_default_str();

@@ -7,8 +7,10 @@
 #include <mutex>
 #include <thread>
 
+#include "core/cuda/runtime.h"
 #include "core/factory.h"
 #include "core/parallel.h"
+#include "data/placement.h"
 #include "data/plain_copy.h"
 
 namespace sg::data {
@@ -51,9 +53,9 @@ Batch default_collate(const std::vector<Example>& examples) {
 class DataLoader::Iterator::Pass {
 public:
   Pass(std::shared_ptr<const Dataset> dataset, Collate collate, std::vector<std::vector<int64_t>> batches,
-       int num_workers, int prefetch_factor)
+       int num_workers, int prefetch_factor, bool pin_memory, Device device)
       : dataset_(std::move(dataset)), collate_(std::move(collate)), batches_(std::move(batches)),
-        window_(static_cast<int64_t>(num_workers) * prefetch_factor) {
+        window_(static_cast<int64_t>(num_workers) * prefetch_factor), pin_memory_(pin_memory), device_(device) {
     try {
       for (int w = 0; w < num_workers; ++w) workers_.emplace_back([this] { work(); });
     } catch (...) {  // could not start every thread: stop those that did start
@@ -66,13 +68,14 @@ public:
   bool at_end() const { return current_ == static_cast<int64_t>(batches_.size()); }
   const Batch& batch() const { return batch_; }
 
-  // Moves to the next batch in order, making it here or taking it from the workers.
+  // Moves to the next batch in order, making it here or taking it from the workers, and puts it
+  // on the loader's device (Note [Pinned staging and device placement] in data/placement.h).
   void advance() {
     const int64_t next = current_ + 1;
     current_ = next;
     if (at_end()) return;
     if (workers_.empty()) {
-      batch_ = make_batch(next);
+      batch_ = on_device(make_batch(next));
       return;
     }
     Outcome outcome;
@@ -86,7 +89,7 @@ public:
     }
     work_available_.notify_all();
     if (outcome.error) std::rethrow_exception(outcome.error);
-    batch_ = std::move(outcome.batch);
+    batch_ = on_device(std::move(outcome.batch));
   }
 
 private:
@@ -102,7 +105,13 @@ private:
       if (stopping_) return {};  // the consumer has gone; nobody will read this batch
       examples.push_back(dataset_->get(example));
     }
-    return collate_(examples);
+    Batch batch = collate_(examples);
+    if (!pin_memory_) return batch;
+    return {pinned_copy(batch.input), pinned_copy(batch.target)};
+  }
+
+  Batch on_device(Batch batch) const {
+    return {copied_to_device(batch.input, device_), copied_to_device(batch.target, device_)};
   }
 
   void work() {
@@ -123,6 +132,11 @@ private:
       }
       Outcome outcome;
       try {
+        // A new thread's current GPU is GPU 0, and its first page-locked allocation would create a
+        // CUDA context there (memory on another process's GPU under sgrun), so a worker pinning
+        // for a GPU works on that GPU, as torch's pin-memory thread does. Inside the try: an error
+        // reaches the consumer with the batch.
+        if (pin_memory_ && device_.is_cuda()) cuda::set_device(device_.index);
         outcome.batch = make_batch(index);
       } catch (...) {
         outcome.error = std::current_exception();
@@ -148,6 +162,8 @@ private:
   const Collate collate_;
   const std::vector<std::vector<int64_t>> batches_;
   const int64_t window_;  // batches claimed by workers but not yet delivered, at most
+  const bool pin_memory_;  // only when a GPU is usable (DataLoader's constructor decides)
+  const Device device_;
   int64_t current_ = -1;  // index of batch_
   Batch batch_;
 
@@ -205,11 +221,19 @@ DataLoader::DataLoader(std::shared_ptr<const Dataset> dataset, DataLoaderOptions
   SG_CHECK(options_.prefetch_factor >= 1, "DataLoader: prefetch_factor must be at least 1, got ",
            options_.prefetch_factor);
   if (!options_.collate) options_.collate = default_collate;
+  // Fails here, naming the reason, rather than at the first batch.
+  SG_CHECK(options_.device.is_cpu() || cuda::is_available(), "DataLoader: batches on ", options_.device,
+           " were asked for, but CUDA is not available: ", cuda::unavailable_reason());
+  SG_CHECK(options_.device.is_cpu() || (options_.device.index >= 0 && options_.device.index < cuda::device_count()),
+           "DataLoader: batches on ", options_.device, " were asked for, but this machine has ", cuda::device_count(),
+           " GPU(s)");
+  options_.pin_memory = options_.pin_memory && cuda::is_available();
 }
 
 DataLoader::Iterator DataLoader::begin() {
   auto pass = std::make_unique<Iterator::Pass>(dataset_, options_.collate, batch_sampler_.batches(epoch_),
-                                               options_.num_workers, options_.prefetch_factor);
+                                               options_.num_workers, options_.prefetch_factor,
+                                               options_.pin_memory, options_.device);
   ++epoch_;
   return Iterator(std::move(pass));
 }

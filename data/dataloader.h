@@ -52,6 +52,13 @@ struct DataLoaderOptions {
   Collate collate = {};     // empty: default_collate
   // Decides the order instead of `shuffle` (e.g. a DistributedSampler); excludes shuffle = true.
   std::shared_ptr<const Sampler> sampler = {};
+  // Batches in page-locked host memory, from which a GPU copies at full speed. Without a usable
+  // GPU there is no page-locked memory and the option is ignored, as torch's (which only warns).
+  bool pin_memory = false;
+  // Where the batches are handed out (Accelerate's device placement; dist::Accelerator sets it):
+  // a GPU receives each batch as the loop reaches it. Note [Pinned staging and device placement]
+  // in data/placement.h.
+  Device device = Device::cpu();
 };
 
 class DataLoader {

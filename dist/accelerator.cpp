@@ -2,9 +2,11 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <optional>
 
 #include <nlohmann/json.hpp>
 
+#include "core/cuda/runtime.h"
 #include "core/factory.h"
 #include "core/generator.h"
 #include "data/distributed_sampler.h"
@@ -15,14 +17,46 @@
 
 namespace sg::dist {
 
+namespace {
+
+// AcceleratorOptions::device made concrete for a process whose rank on this machine is
+// `local_rank`.
+Device choose_device(const std::string& choice, int local_rank) {
+  SG_CHECK(choice == "auto" || choice == "cpu" || choice == "cuda",
+           "Accelerator: device must be \"auto\", \"cpu\" or \"cuda\", got \"", choice, "\"");
+  if (is_initialized()) {  // the program joined a group itself; DDP all-reduces on its device
+    const Device group_device = default_group().device();
+    SG_CHECK(choice == "auto" || (choice == "cuda") == group_device.is_cuda(), "Accelerator: device \"", choice,
+             "\" was asked for, but the process group the program initialised runs on ", group_device,
+             " (backend nccl for GPUs, gloo for the CPU); DDP all-reduces the gradients on the group's device");
+    return group_device;
+  }
+  if (choice == "cpu" || (choice == "auto" && !cuda::is_available())) return Device::cpu();
+  SG_CHECK(cuda::is_available(), "Accelerator: device \"cuda\" was asked for, but CUDA is not available: ",
+           cuda::unavailable_reason());
+  SG_CHECK(local_rank < cuda::device_count(), "Accelerator: each process trains on the GPU of its LOCAL_RANK, but "
+           "LOCAL_RANK=", local_rank, " and this machine has ", cuda::device_count(), " GPU(s); start at most that "
+           "many processes per machine, or choose device \"cpu\"");
+  return Device::cuda(local_rank);
+}
+
+}  // namespace
+
 Accelerator::Accelerator() : Accelerator(AcceleratorOptions{}) {}
 
 Accelerator::Accelerator(const AcceleratorOptions& options)
     : options_(options), scaler_({.enabled = options_.mixed_precision == "f16"}) {
   SG_CHECK(options_.mixed_precision == "no" || options_.mixed_precision == "f16" || options_.mixed_precision == "bf16",
            "Accelerator: mixed_precision must be \"no\", \"f16\" or \"bf16\", got \"", options_.mixed_precision, "\"");
-  if (!is_initialized() && launch_environment().has_value()) {
-    init_process_group();
+  const std::optional<LaunchEnvironment> environment = launch_environment();
+  device_ = choose_device(options_.device, environment.has_value() ? environment->local_rank : 0);
+  // The current device is where the CUDA runtime puts work that names no device; NCCL binds
+  // its communicator to it (init_process_group selects it too).
+  if (device_.is_cuda()) cuda::set_device(device_.index);
+  if (!is_initialized() && environment.has_value()) {
+    InitOptions init;
+    init.backend = device_.is_cuda() ? "nccl" : "gloo";
+    init_process_group(init);
     owns_group_ = true;
   }
 }
@@ -36,8 +70,11 @@ int Accelerator::local_process_index() const { return get_local_rank(); }
 int Accelerator::num_processes() const { return get_world_size(); }
 
 std::shared_ptr<nn::Module> Accelerator::prepare(std::shared_ptr<nn::Module> model) {
+  if (num_processes() > 1 && options_.sync_batchnorm) convert_sync_batchnorm(*model);
+  // On the device before DDP wraps it, as PyTorch's order is: DDP broadcasts rank 0's parameters
+  // and sizes its gradient buckets on the device the parameters are on.
+  model->to(device_);
   if (num_processes() == 1) return model;
-  if (options_.sync_batchnorm) convert_sync_batchnorm(*model);
   return std::make_shared<DistributedDataParallel>(std::move(model), options_.ddp);
 }
 
@@ -58,6 +95,7 @@ data::DataLoader Accelerator::prepare(std::shared_ptr<const data::Dataset> datas
   options.sampler = std::make_shared<data::DistributedSampler>(dataset->size(), num_processes(), process_index(),
                                                                options.shuffle, options.seed);
   options.shuffle = false;  // the sampler decides the order
+  options.device = device_;
   return data::DataLoader(std::move(dataset), std::move(options));
 }
 
@@ -85,11 +123,15 @@ double Accelerator::clip_grad_norm_(const TensorList& params, double max_norm) {
 
 Tensor Accelerator::gather_for_metrics(const Tensor& local, int64_t dataset_size) {
   if (num_processes() == 1) return local.narrow(0, 0, std::min(dataset_size, local.size(0)));
+  // The collective runs on the group's device (the GPU under NCCL); drop_padding interleaves
+  // the ranks' rows on the host; the result goes back to where the caller's results were.
+  ProcessGroup& group = default_group();
   std::vector<Tensor> per_rank;
-  for (int r = 0; r < num_processes(); ++r) per_rank.push_back(empty(local.sizes(), {local.dtype(), local.device()}));
-  Tensor contiguous = local.contiguous();
-  default_group().all_gather(per_rank, contiguous)->wait();
-  return data::drop_padding(per_rank, dataset_size);
+  for (int r = 0; r < num_processes(); ++r) per_rank.push_back(empty(local.sizes(), {local.dtype(), group.device()}));
+  Tensor contribution = local.to(group.device()).contiguous();
+  group.all_gather(per_rank, contribution)->wait();
+  for (Tensor& rank_results : per_rank) rank_results = rank_results.to(Device::cpu());
+  return data::drop_padding(per_rank, dataset_size).to(local.device());
 }
 
 void Accelerator::wait_for_everyone() {

@@ -3,11 +3,11 @@
 //          process or on many (in the spirit of Hugging Face Accelerate).
 //
 //   dist::Accelerator accelerator;                      // joins the group when run under sgrun
-//   auto model = accelerator.prepare(models::CNN());     // DDP-wrapped when there are ranks
+//   auto model = accelerator.prepare(models::CNN());     // on accelerator.device(), DDP-wrapped when there are ranks
 //   optim::Adam optimizer(model->parameters());
 //   accelerator.prepare(optimizer);                      // saved with save_state
 //   auto loader = accelerator.prepare(dataset, {.batch_size = 64, .shuffle = true});  // this rank's share
-//   for (const data::Batch& batch : loader) {
+//   for (const data::Batch& batch : loader) {            // already on accelerator.device()
 //     optimizer.zero_grad();
 //     Tensor loss;
 //     {
@@ -39,13 +39,19 @@ struct AcceleratorOptions {
   // "no", "f16" (autocast to f16 and a GradScaler) or "bf16" (autocast only: bf16 has f32's
   // range, so gradients do not underflow and need no scaling). docs/amp.md.
   std::string mixed_precision = "no";
+  // Where the model, the batches and the gradient all-reduce live. "auto": the GPU of this
+  // process's LOCAL_RANK when CUDA is available, else the CPU (when the program joined a process
+  // group itself: that group's device); "cpu"; "cuda": the GPU of LOCAL_RANK, an error naming the
+  // reason when there is none. One GPU per process: sgrun --nproc-per-node N on N GPUs.
+  std::string device = "auto";
 };
 
 class Accelerator {
 public:
   // Under a launcher (sgrun / torchrun, srun or mpirun variables in the environment:
   // dist/environment.h) initialises the default process group from the environment, unless the
-  // program already did; otherwise runs as one process.
+  // program already did — over NCCL when the device is a GPU, over Gloo on the CPU; otherwise
+  // runs as one process.
   Accelerator();
   explicit Accelerator(const AcceleratorOptions& options);
   ~Accelerator();  // destroys the group if it created it
@@ -57,14 +63,20 @@ public:
   int num_processes() const;
   bool is_main_process() const { return process_index() == 0; }
   bool is_local_main_process() const { return local_process_index() == 0; }
+  // Where prepare() puts the model and the loaders their batches (AcceleratorOptions::device).
+  Device device() const { return device_; }
 
-  // The model to train: wrapped in DistributedDataParallel when there is more than one process.
+  // The model to train, moved to device() (parameters keep their identity, so an optimizer made
+  // before or after sees the moved ones): wrapped in DistributedDataParallel when there is more
+  // than one process.
   std::shared_ptr<nn::Module> prepare(std::shared_ptr<nn::Module> model);
   // Registers the optimizer (and scheduler) whose state save_state / load_state carry.
   optim::Optimizer& prepare(optim::Optimizer& optimizer);
   optim::LRScheduler& prepare(optim::LRScheduler& scheduler);
   // A loader over this process's share of `dataset`: a DistributedSampler (shuffled by
-  // options.seed + epoch when options.shuffle) replaces the loader's own order.
+  // options.seed + epoch when options.shuffle) replaces the loader's own order, and its batches
+  // arrive on device() (options.device is set to it; options.pin_memory stages them in
+  // page-locked memory first).
   data::DataLoader prepare(std::shared_ptr<const data::Dataset> dataset, data::DataLoaderOptions options);
 
   // The autocast region of the chosen mixed precision (a region that casts nothing for "no").
@@ -83,7 +95,7 @@ public:
   // `local` holds this rank's per-example results of one pass over a loader from prepare(),
   // in loader order; returns every rank's results in the data set's sampler order, without the
   // examples the sampler repeated to pad the ranks to equal shares — so metrics are over exactly
-  // `dataset_size` examples. A collective: every rank calls it.
+  // `dataset_size` examples — on local's device. A collective: every rank calls it.
   Tensor gather_for_metrics(const Tensor& local, int64_t dataset_size);
   void wait_for_everyone();
 
@@ -111,6 +123,7 @@ private:
   void print_line(const std::string& line) const;
 
   AcceleratorOptions options_;
+  Device device_ = Device::cpu();
   bool owns_group_ = false;
   amp::GradScaler scaler_;
   optim::Optimizer* optimizer_ = nullptr;

@@ -48,6 +48,56 @@ TEST_CASE("on one process the accelerator leaves the model as it is and the load
   CHECK(test::values(all.sum()) == std::vector<double>{55});  // 0 + 1 + ... + 10: each exactly once
 }
 
+TEST_CASE("device cpu puts model and batches on the CPU, and without a GPU auto does too and cuda is an error") {
+  dist::AcceleratorOptions options;
+  options.device = "cpu";
+  {
+    dist::Accelerator accelerator(options);
+    CHECK(accelerator.device() == Device::cpu());
+    auto model = accelerator.prepare(small_model());
+    for (const Tensor& param : model->parameters()) CHECK(param.device() == Device::cpu());
+    auto dataset = std::make_shared<data::TensorDataset>(randn({6, 3}, {}, &test::rng()), arange(0, 6, 1));
+    for (const data::Batch& batch : accelerator.prepare(dataset, {.batch_size = 4})) {
+      CHECK(batch.input.device() == Device::cpu());
+      CHECK(batch.target.device() == Device::cpu());
+    }
+  }
+  options.device = "tpu";
+  CHECK_THROWS_WITH_AS(dist::Accelerator{options}, doctest::Contains("\"auto\", \"cpu\" or \"cuda\""), Error);
+  if (cuda::is_available()) return;  // a GPU machine: tests/cuda/test_cuda_training.cpp
+  options.device = "auto";
+  CHECK(dist::Accelerator(options).device() == Device::cpu());
+  CHECK(dist::Accelerator().device() == Device::cpu());  // "auto" is the default
+  options.device = "cuda";
+  CHECK_THROWS_WITH_AS(dist::Accelerator{options}, doctest::Contains(cuda::unavailable_reason().c_str()), Error);
+}
+
+TEST_CASE("a prepared loader with pin_memory yields the same batches as one without, with and without workers") {
+  // Page-locked copies on a machine with a GPU, the option ignored on one without: the same
+  // examples in the same order either way.
+  dist::AcceleratorOptions options;
+  options.device = "cpu";
+  dist::Accelerator accelerator(options);
+  auto dataset = std::make_shared<data::TensorDataset>(randn({13, 2, 3}, {}, &test::rng()), arange(0, 13, 1));
+  for (int workers : {0, 2}) {
+    CAPTURE(workers);
+    data::DataLoader plain = accelerator.prepare(dataset, {.batch_size = 4, .shuffle = true, .num_workers = workers});
+    data::DataLoader pinned = accelerator.prepare(
+        dataset, {.batch_size = 4, .shuffle = true, .num_workers = workers, .pin_memory = true});
+    auto plain_batch = plain.begin();
+    int64_t batches = 0;
+    for (const data::Batch& batch : pinned) {
+      REQUIRE(plain_batch != plain.end());
+      CHECK(batch.input.device() == Device::cpu());
+      CHECK(test::max_abs_diff(batch.input, plain_batch->input) == 0);
+      CHECK(test::values(batch.target) == test::values(plain_batch->target));
+      ++plain_batch;
+      ++batches;
+    }
+    CHECK(batches == 4);  // 13 examples: 4 + 4 + 4 + 1
+  }
+}
+
 TEST_CASE("save_state and load_state round-trip model, optimizer, scheduler, RNG and metadata") {
   const std::string path = "test_accelerator_state.safetensors";
   dist::Accelerator accelerator;

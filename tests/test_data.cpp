@@ -283,6 +283,29 @@ TEST_CASE("DataLoader yields the same batches in the same order with 0, 1 and 3 
   CHECK(runs[2] == runs[0]);
 }
 
+TEST_CASE("pin_memory leaves the batches' values and order as they are, with and without workers") {
+  // With a GPU the batches are copies in page-locked memory; without one the option is ignored.
+  // Either way they are CPU tensors holding the same examples.
+  auto dataset = std::make_shared<ProbeDataset>(23, std::chrono::microseconds(0));
+  for (int workers : {0, 2}) {
+    CAPTURE(workers);
+    data::DataLoader plain(dataset, {.batch_size = 4, .shuffle = true, .num_workers = workers, .seed = 5});
+    data::DataLoader pinned(dataset,
+                            {.batch_size = 4, .shuffle = true, .num_workers = workers, .seed = 5, .pin_memory = true});
+    CHECK(collect(pinned) == collect(plain));
+    for (const data::Batch& batch : pinned) {
+      CHECK(batch.input.device() == Device::cpu());
+      CHECK(batch.target.device() == Device::cpu());
+    }
+  }
+}
+
+TEST_CASE("a DataLoader asked for batches on a GPU that is not there fails at construction, naming the reason") {
+  if (cuda::is_available()) return;  // batches on a real GPU: tests/cuda/test_cuda_training.cpp
+  CHECK_THROWS_WITH_AS(data::DataLoader(small_dataset(), {.device = Device::cuda(0)}),
+                       contains(cuda::unavailable_reason()), Error);
+}
+
 TEST_CASE("a shuffled DataLoader is reproducible by seed, reshuffles each epoch and replays one by set_epoch") {
   auto dataset = small_dataset();
   const data::DataLoaderOptions options{.batch_size = 10, .shuffle = true, .seed = 11};
