@@ -22,7 +22,7 @@ public:
   Event(const Event&) = delete;
   Event& operator=(const Event&) = delete;
 
-  void record();             // on the current device's compute stream
+  void record();             // on the compute stream of the device it was created on
   bool query() const;        // has the GPU passed it (true when never recorded)
   void synchronize() const;  // blocks the host until the GPU has passed it
   // Milliseconds from this event to `later`, both recorded and passed, both timing events.

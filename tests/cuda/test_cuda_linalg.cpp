@@ -116,7 +116,8 @@ TEST_CASE("allowing TF32 keeps f32 products within TF32's precision") {
   const Tensor tf32 = matmul(a.to(gpu()), b.to(gpu()));
   cuda::set_allow_tf32(false);
   CHECK_FALSE(cuda::allow_tf32());
-  // TF32 keeps 10 mantissa bits (relative rounding 2^-11 per input); a sum of 256 products of
-  // N(0, 1) values is about 16 in size, so its error is within 1e-2 * (|value| + 1).
-  test::check_matches_cpu(tf32, expected, 1e-2);
+  // TF32 keeps 10 mantissa bits (relative rounding up to 2^-11 per input, about 4e-4 RMS per
+  // product of two N(0, 1) values): the 256 products' errors add up to about 6e-3 RMS whatever
+  // the sum's size, so an element near zero needs an absolute margin of several times that.
+  test::check_matches_cpu(tf32, expected, 5e-2);
 }
