@@ -18,20 +18,6 @@ namespace {
 // Parallel grain for loops whose items are rows of `row_length` elements.
 int64_t rows_grain(int64_t row_length) { return std::max<int64_t>(1, kParallelGrain / std::max<int64_t>(row_length, 1)); }
 
-// A contiguous tensor seen as an [outer, size, inner] block around `dim`.
-struct RowLayout {
-  int64_t outer = 1, size = 1, inner = 1;
-};
-RowLayout row_layout(const Shape& sizes, int64_t dim) {
-  RowLayout layout;
-  for (int64_t d = 0; d < static_cast<int64_t>(sizes.size()); ++d) {
-    if (d < dim) layout.outer *= sizes[d];
-    else if (d == dim) layout.size = sizes[d];
-    else layout.inner *= sizes[d];
-  }
-  return layout;
-}
-
 // The 1-D (or 0-dim) `index` seen as a tensor of `shape` that varies only along `dim`, so the
 // walk below can serve index_select too.
 Tensor index_along(const Tensor& index, const Shape& shape, int64_t dim) {
@@ -110,7 +96,7 @@ void index_select(const Tensor& out, const Tensor& x, int64_t dim, const Tensor&
     gather(out, x, dim, index_along(index, out.sizes(), dim));
     return;
   }
-  const RowLayout layout = row_layout(x.sizes(), dim);
+  const kernels::RowLayout layout = kernels::row_layout(x.sizes(), dim);
   const int64_t count = index.numel();
   const int64_t index_stride = index.dim() == 0 ? 0 : index.stride(0);
   SG_DISPATCH_ALL(x.dtype(), "index_select", [&]<typename scalar_t>() {
@@ -132,7 +118,7 @@ void index_select(const Tensor& out, const Tensor& x, int64_t dim, const Tensor&
 
 void index_add(const Tensor& dst, int64_t dim, const Tensor& index, const Tensor& src) {
   const Tensor source = kernels::contiguous(src);
-  const RowLayout layout = row_layout(dst.sizes(), dim);
+  const kernels::RowLayout layout = kernels::row_layout(dst.sizes(), dim);
   const int64_t count = index.numel();
   const int64_t index_stride = index.dim() == 0 ? 0 : index.stride(0);
   // Group the source rows by the destination row they add into (a stable counting sort): each

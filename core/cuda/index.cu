@@ -21,20 +21,6 @@ namespace sg::cuda {
 
 namespace {
 
-// A contiguous tensor seen as an [outer, size, inner] block around `dim`.
-struct RowLayout {
-  int64_t outer = 1, size = 1, inner = 1;
-};
-RowLayout row_layout(const Shape& sizes, int64_t dim) {
-  RowLayout layout;
-  for (int64_t d = 0; d < static_cast<int64_t>(sizes.size()); ++d) {
-    if (d < dim) layout.outer *= sizes[d];
-    else if (d == dim) layout.size = sizes[d];
-    else layout.inner *= sizes[d];
-  }
-  return layout;
-}
-
 // ---- index_range: a min/max reduction whose two results are copied back ----
 
 __device__ inline int64_t warp_min(int64_t v) {
@@ -151,7 +137,7 @@ void scatter_add_typed(const Tensor& dst, int64_t dim, const Tensor& index, cons
 // CPU kernel does row by row.
 template <typename scalar_t>
 __global__ void index_add_kernel(scalar_t* dst, const scalar_t* src, const int64_t* first, const int64_t* order,
-                                 RowLayout layout, int64_t count) {
+                                 kernels::RowLayout layout, int64_t count) {
   using acc_t = opmath_t<scalar_t>;
   const int64_t total = layout.outer * layout.size * layout.inner;
   for (int64_t e = grid_first(); e < total; e += grid_step()) {
@@ -166,7 +152,7 @@ __global__ void index_add_kernel(scalar_t* dst, const scalar_t* src, const int64
 
 template <typename scalar_t>
 void launch_index_add(const Tensor& dst, const Tensor& source, const Tensor& first, const Tensor& order,
-                      const RowLayout& layout, int64_t count) {
+                      const kernels::RowLayout& layout, int64_t count) {
   index_add_kernel<scalar_t><<<grid_for(dst.numel()), kBlockThreads, 0, compute_stream()>>>(
       static_cast<scalar_t*>(dst.raw_data()), static_cast<const scalar_t*>(source.raw_data()),
       first.data_ptr<int64_t>(), order.data_ptr<int64_t>(), layout, count);
@@ -262,7 +248,7 @@ void index_add(const Tensor& dst, int64_t dim, const Tensor& index, const Tensor
   if (count == 0 || dst.numel() == 0) return;
   const DeviceGuard guard(dst.device().index);
   const Tensor source = kernels::contiguous(src);
-  const RowLayout layout = row_layout(dst.sizes(), dim);
+  const kernels::RowLayout layout = kernels::row_layout(dst.sizes(), dim);
   // Group the source rows by the destination row they add into (a stable counting sort, on the
   // host as in the CPU kernel; the index front has just read the index's range back anyway).
   const Tensor host_index = empty(index.sizes(), {DType::i64, Device::cpu()});  // 0-dim or 1-D, as index

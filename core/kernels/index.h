@@ -20,6 +20,21 @@ decltype(auto) dispatch_index(DType dtype, F&& fn) {
   return fn.template operator()<int64_t>();
 }
 
+// A contiguous tensor seen as an [outer, size, inner] block around `dim`: how both devices'
+// index kernels walk the rows they select, gather or add.
+struct RowLayout {
+  int64_t outer = 1, size = 1, inner = 1;
+};
+inline RowLayout row_layout(const Shape& sizes, int64_t dim) {
+  RowLayout layout;
+  for (int64_t d = 0; d < static_cast<int64_t>(sizes.size()); ++d) {
+    if (d < dim) layout.outer *= sizes[d];
+    else if (d == dim) layout.size = sizes[d];
+    else layout.inner *= sizes[d];
+  }
+  return layout;
+}
+
 // {smallest, largest} value of an integer index tensor with at least one element.
 std::pair<int64_t, int64_t> index_range(const Tensor& index);
 
