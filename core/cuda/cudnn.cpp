@@ -3,8 +3,9 @@
 
 #include <array>
 #include <limits>
+#include <mutex>
 
-#include "core/cuda/runtime.h"
+#include "core/cuda/per_device.h"
 #include "core/error.h"
 
 namespace sg::cuda {
@@ -17,29 +18,19 @@ void throw_cudnn_error(cudnnStatus_t status, const char* call, const char* file,
 
 namespace {
 
-constexpr int kMaxDevices = 64;
-
 struct HandleSlot {
   cudnnHandle_t handle = nullptr;
   std::mutex in_use;
 };
 
-// Created on first use and never destroyed, like the caching allocators (device_allocator.cpp).
 HandleSlot& handle_slot(int device) {
-  static std::array<HandleSlot*, kMaxDevices> slots{};
-  static std::mutex mutex;
-  SG_CHECK(device >= 0 && device < device_count() && device < kMaxDevices, "cuDNN: no device cuda:", device,
-           " (this machine has ", device_count(), " GPU(s))");
-  std::lock_guard lock(mutex);
-  if (slots[device] == nullptr) {
-    DeviceGuard guard(device);  // a handle belongs to the device current at its creation
-    cudnnHandle_t handle = nullptr;
-    SG_CUDNN_CHECK(cudnnCreate(&handle));
-    SG_CUDNN_CHECK(cudnnSetStream(handle, compute_stream()));
-    slots[device] = new HandleSlot;
-    slots[device]->handle = handle;
-  }
-  return *slots[device];
+  static auto* slots = new PerDevice<HandleSlot>("cuDNN");  // Note in core/cuda/per_device.h
+  return slots->get(device, [] {
+    auto* slot = new HandleSlot;
+    SG_CUDNN_CHECK(cudnnCreate(&slot->handle));
+    SG_CUDNN_CHECK(cudnnSetStream(slot->handle, compute_stream()));
+    return slot;
+  });
 }
 
 }  // namespace

@@ -1,18 +1,12 @@
 #include "core/cuda/device_allocator.h"
 
-#include <array>
-#include <memory>
-#include <mutex>
-
 #include "core/cuda/check.h"
-#include "core/cuda/stream.h"
+#include "core/cuda/per_device.h"
 #include "core/error.h"
 
 namespace sg::cuda {
 
 namespace {
-
-constexpr int kMaxDevices = 64;
 
 // cudaMalloc on the current device; nullptr when the device is out of memory (the cache then
 // frees what it holds and retries), an sg::Error for any other failure.
@@ -69,16 +63,9 @@ private:
   BlockCache cache_;
 };
 
-// Created on first use and never destroyed: tensors may die during static destruction, after
-// the CUDA runtime has been torn down, and freeing into a dead allocator would crash.
 DeviceAllocator& allocator_of(int index) {
-  static std::array<DeviceAllocator*, kMaxDevices> allocators{};
-  static std::mutex mutex;
-  SG_CHECK(index >= 0 && index < device_count() && index < kMaxDevices, "cuda: no device cuda:", index,
-           " (this machine has ", device_count(), " GPU(s))");
-  std::lock_guard lock(mutex);
-  if (allocators[index] == nullptr) allocators[index] = new DeviceAllocator(index);
-  return *allocators[index];
+  static auto* allocators = new PerDevice<DeviceAllocator>("cuda");  // Note in core/cuda/per_device.h
+  return allocators->get(index, [index] { return new DeviceAllocator(index); });
 }
 
 }  // namespace
