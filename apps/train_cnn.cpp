@@ -3,9 +3,14 @@
 // parallel on N, on the CPU or one GPU per process (--device); dist::Accelerator does the
 // difference. `train_cnn --help` lists the flags.
 #include <CLI/CLI.hpp>
+#include <unistd.h>
 
+#include <cerrno>
+#include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
+#include <limits>
 #include <map>
 #include <memory>
 #include <string>
@@ -46,7 +51,25 @@ struct Config {
   double bucket_mb = 25;
   std::string amp = "none";  // none, f16 or bf16
   std::string device = "auto";  // auto, cpu or cuda
+  int max_nonfinite_steps = 5;  // 0: train on whatever the loss is
 };
+
+// The most --threads accepts: far above any machine's cores, low enough to catch a typo.
+constexpr int kMaxThreads = 1024;
+
+// A file the run writes later (--save after the first epoch, say) must have a directory it can
+// write to now: a typo in the path should cost a second, not an epoch.
+void check_writable_destination(const char* flag, const std::string& path) {
+  if (path.empty()) return;
+  const std::filesystem::path parent = std::filesystem::path(path).parent_path();
+  const std::filesystem::path directory = parent.empty() ? std::filesystem::path(".") : parent;
+  std::error_code error;
+  SG_CHECK(std::filesystem::is_directory(directory, error), flag, " ", path, ": the directory ", directory.string(),
+           " does not exist (create it first)");
+  SG_CHECK(::access(directory.c_str(), W_OK | X_OK) == 0, flag, " ", path, ": cannot write to the directory ",
+           directory.string(), ": ", std::strerror(errno));
+  SG_CHECK(!std::filesystem::is_directory(path, error), flag, " ", path, " is a directory; give a file name");
+}
 
 std::unique_ptr<sg::optim::Optimizer> make_optimizer(const Config& config, const sg::TensorList& params) {
   if (config.optimizer == "adam") return std::make_unique<sg::optim::Adam>(params, sg::optim::AdamOptions{.lr = config.lr});
@@ -93,6 +116,10 @@ Evaluation evaluate(const Config& config, sg::dist::Accelerator& accelerator, sg
 }
 
 int run(const Config& config) {
+  check_writable_destination("--save", config.save);
+  check_writable_destination("--snapshot", config.snapshot);
+  check_writable_destination("--log", config.log);
+  check_writable_destination("--ddp-trace", config.ddp_trace);
   // Mixed precision (docs/amp.md): the forward runs in an autocast region with --amp f16 or bf16,
   // and f16 also scales the loss (bf16 has f32's range and needs no scaler).
   sg::dist::AcceleratorOptions options;
@@ -138,8 +165,8 @@ int run(const Config& config) {
       !config.snapshot.empty() && std::filesystem::exists(config.snapshot) ? config.snapshot : config.resume;
   if (!resume_from.empty()) {
     const auto metadata = accelerator.load_state(resume_from, *model);
-    start_epoch = std::stoi(metadata.at("epoch"));
-    step = std::stoll(metadata.at("step"));
+    start_epoch = static_cast<int>(sg::optim::metadata_integer(metadata, "epoch", resume_from, 0, config.epochs));
+    step = sg::optim::metadata_integer(metadata, "step", resume_from, 0, std::numeric_limits<int64_t>::max());
     accelerator.print("resumed from ", resume_from, " after epoch ", start_epoch, " (step ", step, ")");
   }
   accelerator.print(config.model, ": ", sg::models::count_parameters(accelerator.unwrap_model(*model)), " parameters, ",
@@ -152,6 +179,7 @@ int run(const Config& config) {
   if (scaler.is_enabled()) log_columns.insert(log_columns.end(), {"scale", "skipped_steps"});
   sg::data::MetricsLog log(accelerator.is_main_process() ? config.log : "", log_columns);
   std::FILE* progress_out = accelerator.is_main_process() ? stderr : nullptr;
+  int nonfinite_losses = 0;  // consecutive steps whose loss was inf or NaN
   for (int epoch = start_epoch; epoch < config.epochs; ++epoch) {
     train_loader.set_epoch(epoch);
     sg::data::ProgressBar bar(train_loader.size(), "epoch " + std::to_string(epoch + 1) + "/" + std::to_string(config.epochs),
@@ -179,6 +207,15 @@ int run(const Config& config) {
       }
       bar.update(1, batch.input.size(0) * accelerator.num_processes(), shown);
       log.write(row);
+      // An inf or NaN *gradient* with a finite loss is f16's overflow, which the scaler handles by
+      // skipping the step (skipped_steps). An inf or NaN *loss* is the forward itself failing: no
+      // scale fixes it, and without a scaler the step has just written NaN into the weights. A
+      // streak of them means the run is lost (too large an lr, bad data), so stop.
+      nonfinite_losses = std::isfinite(loss_value) ? 0 : nonfinite_losses + 1;
+      SG_CHECK(config.max_nonfinite_steps == 0 || nonfinite_losses < config.max_nonfinite_steps, "the loss was ",
+               loss_value, " for ", nonfinite_losses, " consecutive steps (epoch ", epoch + 1, ", step ", step,
+               "), so training stopped (--max-nonfinite-steps ", config.max_nonfinite_steps,
+               "; 0 never stops). Try a smaller --lr");
     }
     bar.finish();
     const double train_seconds = bar.elapsed_seconds(), images_per_second = bar.items_per_second();
@@ -216,11 +253,14 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"adam", "adamw", "sgd"}))->capture_default_str();
   app.add_option("--scheduler", config.scheduler, "none, or cosine (annealed to 0 over all steps)")
       ->check(CLI::IsMember({"none", "cosine"}))->capture_default_str();
-  app.add_option("--threads", config.threads, "Intra-op threads (OpenMP and OpenBLAS)")->check(CLI::PositiveNumber)->capture_default_str();
+  app.add_option("--threads", config.threads, "Intra-op threads (OpenMP and OpenBLAS)")
+      ->check(CLI::Range(1, kMaxThreads))->capture_default_str();
   app.add_option("--seed", config.seed, "Seed for initialisation, shuffling and dropout")->capture_default_str();
   app.add_option("--workers", config.workers, "Data-loader worker threads (0: load on the training thread)")
       ->check(CLI::NonNegativeNumber)->capture_default_str();
-  app.add_option("--save", config.save, "Write a checkpoint (safetensors) here after every epoch");
+  app.add_option("--save", config.save,
+                 "Write a checkpoint (safetensors) here after every epoch (its directory must exist; checked at "
+                 "start)");
   app.add_option("--resume", config.resume, "Continue from a checkpoint written by --save")->check(CLI::ExistingFile);
   app.add_option("--snapshot", config.snapshot,
                  "Save model, optimizer, scheduler, RNG and epoch here after every epoch (atomically) and resume from "
@@ -238,6 +278,10 @@ int main(int argc, char** argv) {
                  "Under sgrun: write a Chrome trace (ui.perfetto.dev) of the first backwards and DDP's bucket all-reduces");
   app.add_option("--log", config.log, "CSV of step, epoch, loss, lr, accuracy");
   app.add_option("--train-subset", config.train_subset, "Train on the first N images only (0: all), for quick runs")
+      ->check(CLI::NonNegativeNumber)->capture_default_str();
+  app.add_option("--max-nonfinite-steps", config.max_nonfinite_steps,
+                 "Stop with an error after N consecutive steps whose loss is inf or NaN (0: never). Steps the f16 "
+                 "loss scaler skips for overflowing gradients do not count")
       ->check(CLI::NonNegativeNumber)->capture_default_str();
   CLI11_PARSE(app, argc, argv);
   try {

@@ -14,7 +14,9 @@ using ByteWriter = std::function<void(const void* data, size_t nbytes)>;
 // cannot cross file systems), flushes and fsyncs it, renames it over `path`, then fsyncs the
 // directory so the rename itself survives a power cut. If anything fails — `fill` throwing
 // included — the temporary file is removed, `path` keeps its old contents, and an sg::Error
-// naming `path` and the cause is thrown.
+// naming `path` and the cause is thrown (an exception not derived from std::exception passes
+// through unchanged, after the same clean-up). A writer killed before its rename leaves its
+// temporary file; the next write of `path` removes those whose process no longer exists.
 void write_file_atomically(const std::string& path, const std::function<void(const ByteWriter& write)>& fill);
 
 }  // namespace sg

@@ -9,10 +9,13 @@ namespace sg {
 
 Tensor empty(const Shape& shape, TensorOptions options) {
   for (int64_t s : shape) SG_CHECK(s >= 0, "empty: negative size in shape ", shape_str(shape));
-  const size_t nbytes = static_cast<size_t>(numel_of(shape)) * itemsize(options.dtype);
-  auto storage = std::make_shared<Storage>(nbytes, options.device);
-  return Tensor(std::make_shared<TensorImpl>(std::move(storage), 0, shape, contiguous_strides(shape),
-                                             options.dtype));
+  Shape strides = contiguous_strides(shape);  // first: it throws for shapes int64 cannot address
+  int64_t nbytes = 0;
+  SG_CHECK(!__builtin_mul_overflow(numel_of(shape), static_cast<int64_t>(itemsize(options.dtype)), &nbytes),
+           "empty: a tensor of shape ", shape_str(shape), " and dtype ", options.dtype,
+           " needs more than 2^63 - 1 bytes");
+  auto storage = std::make_shared<Storage>(static_cast<size_t>(nbytes), options.device);
+  return Tensor(std::make_shared<TensorImpl>(std::move(storage), 0, shape, std::move(strides), options.dtype));
 }
 
 Tensor full(const Shape& shape, double value, TensorOptions options) {

@@ -131,15 +131,35 @@ public:
       if (name == kMetadataKey) out.metadata = parse_metadata(value);
       else entries.push_back(parse_entry(name, value));
     }
-    std::sort(entries.begin(), entries.end(), [](const Entry& a, const Entry& b) { return a.begin < b.begin; });
-    for (size_t i = 1; i < entries.size(); ++i)
-      if (entries[i].begin < entries[i - 1].end)
-        throw fail("tensors '", entries[i - 1].name, "' and '", entries[i].name, "' overlap in the data section");
+    check_layout(entries);
     for (const Entry& entry : entries) out.tensors[entry.name] = read_tensor(entry);
     return out;
   }
 
 private:
+  // The tensors that hold bytes must tile the data section exactly, as the reference reader
+  // demands: no byte shared by two tensors, none left between them or after the last. Tensors of
+  // 0 bytes hold nothing and are left out: one at [8, 8) would sort anywhere among the tensors
+  // starting at 8 (std::sort is not stable), and next to [8, 16) it would look like an overlap.
+  void check_layout(const std::vector<Entry>& entries) const {
+    std::vector<const Entry*> holding;
+    for (const Entry& entry : entries)
+      if (entry.end > entry.begin) holding.push_back(&entry);
+    std::sort(holding.begin(), holding.end(), [](const Entry* a, const Entry* b) { return a->begin < b->begin; });
+    uint64_t covered = 0;  // bytes [0, covered) belong to the tensors checked so far
+    for (size_t i = 0; i < holding.size(); ++i) {
+      const Entry& entry = *holding[i];
+      if (entry.begin < covered)
+        throw fail("tensors '", holding[i - 1]->name, "' and '", entry.name, "' overlap in the data section");
+      if (entry.begin > covered)
+        throw fail("bytes [", covered, ", ", entry.begin, ") of the data section, before tensor '", entry.name,
+                   "', belong to no tensor");
+      covered = entry.end;
+    }
+    if (covered != size_ - data_start_)
+      throw fail("bytes [", covered, ", ", size_ - data_start_, ") at the end of the data section belong to no tensor");
+  }
+
   template <typename... Parts>
   Error fail(const Parts&... parts) const {
     return Error(detail::concat("load_safetensors: ", path_, ": ", parts...));
@@ -203,6 +223,8 @@ private:
     if (overflow || nbytes != entry.end - entry.begin)
       throw fail(where, "dtype ", code.get<std::string>(), " and shape ", shape.dump(), " need ",
                  overflow ? "more" : std::to_string(nbytes), " bytes, but data_offsets span ", entry.end - entry.begin);
+    if (!fits_int64_indexing(entry.shape))  // e.g. [0, 2^32, 2^32]: no bytes, but strides past int64
+      throw fail(where, "'shape' ", shape.dump(), " has strides beyond 2^63 - 1");
     return entry;
   }
 

@@ -10,8 +10,9 @@
 //   the rest        the data section: each tensor's elements, row-major, little-endian, at
 //                   [begin, end) counted from the start of the data section.
 // dtypes: F32 F64 F16 BF16 I64 I32 U8 BOOL (one byte, 0 or 1). We write tensors back to back
-// in name order; the reader accepts any order and checks every length, offset and overlap, so
-// a truncated or corrupt file is an error naming the file and the problem, never a crash.
+// in name order; the reader accepts any order and checks every length and offset (the tensors
+// must cover the data section exactly: no overlap, no gap, nothing after the last one), so a
+// truncated or corrupt file is an error naming the file and the problem, never a crash.
 #include <map>
 #include <string>
 

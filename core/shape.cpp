@@ -1,5 +1,6 @@
 #include "core/shape.h"
 
+#include <algorithm>
 #include <sstream>
 
 #include "core/error.h"
@@ -7,12 +8,24 @@
 namespace sg {
 
 int64_t numel_of(const Shape& sizes) {
+  if (std::find(sizes.begin(), sizes.end(), 0) != sizes.end()) return 0;  // whatever the other sizes
   int64_t n = 1;
-  for (int64_t s : sizes) n *= s;
+  for (int64_t s : sizes)
+    SG_CHECK(!__builtin_mul_overflow(n, s, &n), "numel_of: the shape ", shape_str(sizes),
+             " has more than 2^63 - 1 elements");
   return n;
 }
 
+bool fits_int64_indexing(const Shape& sizes) {
+  int64_t extent = 1;
+  for (int64_t s : sizes)
+    if (__builtin_mul_overflow(extent, std::max<int64_t>(s, 1), &extent)) return false;
+  return true;
+}
+
 Shape contiguous_strides(const Shape& sizes) {
+  SG_CHECK(fits_int64_indexing(sizes), "contiguous_strides: the shape ", shape_str(sizes),
+           " needs strides above 2^63 - 1 (the product of its sizes, 0 counted as 1, overflows int64)");
   Shape strides(sizes.size());
   int64_t stride = 1;
   for (size_t i = sizes.size(); i-- > 0;) {

@@ -40,6 +40,17 @@ Device choose_device(const std::string& choice, int local_rank) {
   return Device::cuda(local_rank);
 }
 
+// Calls `restore` with the metadata entry `key`; any error it meets (malformed JSON, a missing
+// field, a value the target refuses) is reported naming the file and the key.
+template <typename Restore>
+void restore_entry(const std::string& path, const optim::Metadata& metadata, const char* key, Restore&& restore) {
+  try {
+    restore(metadata.at(key));
+  } catch (const std::exception& error) {  // sg::Error and nlohmann::json's exceptions
+    throw Error(detail::concat("Accelerator::load_state: ", path, ": metadata '", key, "': ", error.what()));
+  }
+}
+
 }  // namespace
 
 Accelerator::Accelerator() : Accelerator(AcceleratorOptions{}) {}
@@ -169,16 +180,24 @@ optim::Metadata Accelerator::load_state(const std::string& path, nn::Module& mod
   if (scheduler_ != nullptr) {
     SG_CHECK(metadata.count("scheduler") == 1, "Accelerator::load_state: ", path,
              " holds no scheduler state, but a scheduler was prepared");
-    const auto json = nlohmann::json::parse(metadata.at("scheduler"));
-    scheduler_->load_state_dict({json.at("last_epoch").get<int64_t>(), json.at("base_lrs").get<std::vector<double>>()});
+    restore_entry(path, metadata, "scheduler", [&](const std::string& text) {
+      const auto json = nlohmann::json::parse(text);
+      scheduler_->load_state_dict(
+          {json.at("last_epoch").get<int64_t>(), json.at("base_lrs").get<std::vector<double>>()});
+    });
   }
   if (metadata.count("rng") == 1) {
-    const auto json = nlohmann::json::parse(metadata.at("rng"));
-    default_generator().manual_seed(json.at("seed").get<uint64_t>());
-    default_generator().set_offset(json.at("offset").get<uint64_t>());
+    restore_entry(path, metadata, "rng", [](const std::string& text) {
+      const auto json = nlohmann::json::parse(text);
+      default_generator().manual_seed(json.at("seed").get<uint64_t>());
+      default_generator().set_offset(json.at("offset").get<uint64_t>());
+    });
   }
-  if (scaler_.is_enabled() && metadata.count("grad_scaler") == 1)
-    scaler_.load_state_dict(amp::GradScalerState::from_json(metadata.at("grad_scaler")));
+  if (scaler_.is_enabled() && metadata.count("grad_scaler") == 1) {
+    restore_entry(path, metadata, "grad_scaler", [&](const std::string& text) {
+      scaler_.load_state_dict(amp::GradScalerState::from_json(text));
+    });
+  }
   for (const char* reserved : {"scheduler", "rng", "grad_scaler"}) metadata.erase(reserved);
   return metadata;
 }

@@ -139,7 +139,7 @@ std::string join(const std::vector<std::string>& items) {
 
 Module::LoadResult Module::load_state_dict(const StateDict& state, bool strict) {
   LoadResult result;
-  std::vector<std::string> mismatched;
+  std::vector<std::string> mismatched, mistyped;
   std::vector<std::pair<Tensor, Tensor>> copies;  // (destination, source), applied only if all checks pass
   std::set<std::string> known;
   for (const auto& named : {named_parameters(), named_buffers()}) {
@@ -151,6 +151,9 @@ Module::LoadResult Module::load_state_dict(const StateDict& state, bool strict) 
       } else if (it->second.sizes() != tensor.sizes()) {
         mismatched.push_back(name + " (checkpoint " + shape_str(it->second.sizes()) + ", model " +
                              shape_str(tensor.sizes()) + ")");
+      } else if (it->second.dtype() != tensor.dtype()) {  // copy_ would convert it silently
+        mistyped.push_back(name + " (checkpoint " + dtype_name(it->second.dtype()) + ", model " +
+                           dtype_name(tensor.dtype()) + ")");
       } else {
         copies.emplace_back(tensor, it->second);
       }
@@ -161,6 +164,7 @@ Module::LoadResult Module::load_state_dict(const StateDict& state, bool strict) 
 
   std::ostringstream problems;
   if (!mismatched.empty()) problems << "\n  mis-shaped keys: " << join(mismatched);
+  if (!mistyped.empty()) problems << "\n  mis-typed keys: " << join(mistyped);
   if (strict && !result.missing_keys.empty()) problems << "\n  missing keys: " << join(result.missing_keys);
   if (strict && !result.unexpected_keys.empty()) problems << "\n  unexpected keys: " << join(result.unexpected_keys);
   SG_CHECK(problems.str().empty(), "load_state_dict: the state does not match ", type_name(), problems.str());

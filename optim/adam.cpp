@@ -7,7 +7,7 @@ namespace sg::optim {
 
 template <double DefaultWeightDecay>
 void AdamFamilyOptions<DefaultWeightDecay>::check() const {
-  SG_CHECK(lr >= 0.0, "Adam/AdamW: invalid learning rate ", lr);
+  SG_CHECK(lr >= 0.0, "Adam/AdamW: invalid learning rate ", lr, " (lr must be >= 0)");
   SG_CHECK(eps >= 0.0, "Adam/AdamW: invalid eps ", eps);
   SG_CHECK(beta1 >= 0.0 && beta1 < 1.0, "Adam/AdamW: invalid beta1 ", beta1, " (must be in [0, 1))");
   SG_CHECK(beta2 >= 0.0 && beta2 < 1.0, "Adam/AdamW: invalid beta2 ", beta2, " (must be in [0, 1))");

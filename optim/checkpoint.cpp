@@ -1,6 +1,8 @@
 #include "optim/checkpoint.h"
 
+#include <charconv>
 #include <nlohmann/json.hpp>
+#include <system_error>
 
 #include "core/safetensors.h"
 
@@ -86,6 +88,21 @@ Metadata load_checkpoint(const std::string& path, nn::Module& model, Optimizer* 
   }
   file.metadata.erase(kOptimizerKey);
   return file.metadata;
+}
+
+int64_t metadata_integer(const Metadata& metadata, const std::string& key, const std::string& path, int64_t min,
+                         int64_t max) {
+  const auto it = metadata.find(key);
+  SG_CHECK(it != metadata.end(), "checkpoint ", path, ": no metadata entry '", key, "'");
+  const std::string& text = it->second;
+  int64_t value = 0;
+  const char* end = text.data() + text.size();
+  const auto [stop, error] = std::from_chars(text.data(), end, value);
+  SG_CHECK(!text.empty() && error == std::errc() && stop == end, "checkpoint ", path, ": metadata '", key, "' is \"",
+           text, "\", not a whole number");
+  SG_CHECK(value >= min && value <= max, "checkpoint ", path, ": metadata '", key, "' is ", value, ", outside [", min,
+           ", ", max, "]");
+  return value;
 }
 
 }  // namespace sg::optim

@@ -10,6 +10,7 @@
 //                        param groups as JSON:
 //                        {"type": "AdamW", "param_groups": [{"num_params": 4,
 //                         "hyperparameters": {"lr": 0.001, "beta1": 0.9, ...}}]}
+#include <cstdint>
 #include <map>
 #include <string>
 
@@ -26,10 +27,19 @@ void save_checkpoint(const std::string& path, const nn::Module& model, const Opt
                      const Metadata& metadata = {});
 
 // Loads the model (Module::load_state_dict with `strict`: a file that does not match lists the
-// missing, unexpected and mis-shaped keys) and, when `optimizer` is given, its state (the file
-// must hold one). With strict, tensors outside "model." and "optimizer." are an error too.
-// Returns the caller's metadata as saved. Every error names the file.
+// missing, unexpected, mis-shaped and mis-typed keys) and, when `optimizer` is given, its state
+// (the file must hold one that Optimizer::load_state_dict accepts: no negative lr, no step count
+// below 1, ...). With strict, tensors outside "model." and "optimizer." are an error too.
+// Returns the caller's metadata as saved. Every error names the file. Nothing is converted: a
+// tensor relabelled from F32 to I32 is an error, not a silent cast.
 Metadata load_checkpoint(const std::string& path, nn::Module& model, Optimizer* optimizer = nullptr,
                          bool strict = true);
+
+// The metadata entry `key` of the checkpoint at `path` read as an integer in [min, max]: the
+// whole string is a base-10 number ("7"; not "7 ", "+7" or "1abc"). Throws naming `path` and
+// `key` when the entry is missing, is not such a number, or lies outside the range — a resumed
+// run must not start from epoch -5.
+int64_t metadata_integer(const Metadata& metadata, const std::string& key, const std::string& path, int64_t min,
+                         int64_t max);
 
 }  // namespace sg::optim

@@ -20,6 +20,9 @@ void LRScheduler::load_state_dict(const State& state) {
   SG_CHECK(state.base_lrs.size() == optimizer_.num_param_groups(), "LRScheduler.load_state_dict: the state has ",
            state.base_lrs.size(), " base lrs, the optimizer ", optimizer_.num_param_groups(), " param groups");
   SG_CHECK(state.last_epoch >= 0, "LRScheduler.load_state_dict: invalid last_epoch ", state.last_epoch);
+  for (size_t g = 0; g < state.base_lrs.size(); ++g)
+    SG_CHECK(std::isfinite(state.base_lrs[g]) && state.base_lrs[g] >= 0, "LRScheduler.load_state_dict: base_lrs[", g,
+             "] = ", state.base_lrs[g], " is not a learning rate (finite, >= 0)");
   last_epoch_ = state.last_epoch;
   base_lrs_ = state.base_lrs;
   apply();

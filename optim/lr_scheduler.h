@@ -42,7 +42,8 @@ public:
     std::vector<double> base_lrs;
   };
   State state_dict() const { return {last_epoch_, base_lrs_}; }
-  // Restores the step count and base lrs and applies that step's lrs to the optimizer.
+  // Restores the step count and base lrs and applies that step's lrs to the optimizer. Throws on
+  // a group count that differs, a negative step count or a base lr that is negative or not finite.
   void load_state_dict(const State& state);
 
 private:

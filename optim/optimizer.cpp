@@ -138,8 +138,14 @@ void Optimizer::load_state_dict(const OptimizerState& state) {
       if (state.group_sizes[g] != static_cast<int64_t>(params(g).size()))
         problems.push_back("group " + std::to_string(g) + " has " + std::to_string(state.group_sizes[g]) +
                            " parameters, this optimizer's " + std::to_string(params(g).size()));
-      for (auto& problem : hyperparameter_problems(g, hyperparameters(g), state.param_groups[g]))
-        problems.push_back(std::move(problem));
+      const auto name_problems = hyperparameter_problems(g, hyperparameters(g), state.param_groups[g]);
+      problems.insert(problems.end(), name_problems.begin(), name_problems.end());
+      if (!name_problems.empty()) continue;
+      try {  // the values: a file can hold an lr of -1 as well as any other number
+        check_hyperparameters(g, state.param_groups[g]);
+      } catch (const Error& error) {
+        problems.push_back("group " + std::to_string(g) + ": " + error.what());
+      }
     }
   }
 
@@ -161,15 +167,22 @@ void Optimizer::load_state_dict(const OptimizerState& state) {
     const Tensor& param = params_in_order[index];
     ParamState& target = new_state[param.impl()];
     if (field == "step") {
+      // state_dict writes a step only once it is positive (a parameter's first update makes it 1).
       if (tensor.numel() != 1) problems.push_back(key + " has " + std::to_string(tensor.numel()) + " elements, not 1");
-      else target.step = tensor.item<int64_t>();
+      else if (tensor.dtype() != DType::i64)
+        problems.push_back(key + " is " + dtype_name(tensor.dtype()) + ", not i64");
+      else if (const int64_t step = tensor.item<int64_t>(); step < 1)
+        problems.push_back(key + " is " + std::to_string(step) + "; a saved step count is at least 1");
+      else target.step = step;
     } else if (Tensor ParamState::*member = state_tensor_named(field)) {
       if (tensor.sizes() != param.sizes()) {
         problems.push_back(key + " has shape " + shape_str(tensor.sizes()) + ", its parameter " +
                            shape_str(param.sizes()));
+      } else if (tensor.dtype() != param.dtype()) {  // a relabelled tensor in a file, say
+        problems.push_back(key + " is " + dtype_name(tensor.dtype()) + ", its parameter " + dtype_name(param.dtype()));
       } else {
         NoGradGuard no_grad;
-        target.*member = tensor.detach().to(param.device()).to(param.dtype()).clone();
+        target.*member = tensor.detach().to(param.device()).clone();
       }
     } else {
       problems.push_back("unexpected key " + key + " (unknown state field '" + field + "')");

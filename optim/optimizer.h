@@ -65,8 +65,11 @@ public:
   virtual double lr(size_t group) const = 0;
   virtual void set_lr(size_t group, double lr) = 0;
   virtual Hyperparameters hyperparameters(size_t group) const = 0;
-  // Every field must be given exactly once; unknown or missing names throw, listing them.
+  // Every field must be given exactly once and hold a value the options accept (a negative lr
+  // throws, naming it); unknown or missing names throw, listing them.
   virtual void set_hyperparameters(size_t group, const Hyperparameters& values) = 0;
+  // Throws exactly where set_hyperparameters would, and changes nothing.
+  virtual void check_hyperparameters(size_t group, const Hyperparameters& values) const = 0;
   // Every parameter of every group, in group order (the numbering OptimizerState uses).
   TensorList all_params() const;
 
@@ -75,9 +78,9 @@ public:
 
   // References the live state tensors (no copies): save or copy them before stepping again.
   OptimizerState state_dict() const;
-  // Copies `state` in (state tensors are cloned and converted to each parameter's dtype). A type,
-  // group count, group size, tensor shape or field name that does not match throws, listing
-  // every problem, and leaves this optimizer unchanged.
+  // Copies `state` in (state tensors are cloned to each parameter's device). A type, group count,
+  // group size, field name, tensor shape or dtype that does not match, a hyperparameter the options
+  // refuse, or a step count below 1 throws, listing every problem, and leaves this optimizer unchanged.
   void load_state_dict(const OptimizerState& state);
 
 protected:
@@ -138,12 +141,10 @@ public:
   }
 
   void set_hyperparameters(size_t group, const Hyperparameters& values) override {
-    check_hyperparameter_names(group, values);
-    Options::fields(groups_.at(group).options, [&](const char* name, auto& field) {
-      using Field = std::remove_reference_t<decltype(field)>;
-      if constexpr (std::is_same_v<Field, bool>) field = values.at(name) != 0.0;
-      else field = values.at(name);
-    });
+    groups_.at(group).options = options_from(group, values);
+  }
+  void check_hyperparameters(size_t group, const Hyperparameters& values) const override {
+    options_from(group, values);
   }
 
 protected:
@@ -165,6 +166,19 @@ protected:
   }
 
 private:
+  // `values` as group `group`'s options, checked: names first, then Options::check.
+  Options options_from(size_t group, const Hyperparameters& values) const {
+    check_hyperparameter_names(group, values);
+    Options options = groups_.at(group).options;
+    Options::fields(options, [&](const char* name, auto& field) {
+      using Field = std::remove_reference_t<decltype(field)>;
+      if constexpr (std::is_same_v<Field, bool>) field = values.at(name) != 0.0;
+      else field = values.at(name);
+    });
+    options.check();
+    return options;
+  }
+
   Options defaults_;
   std::vector<ParamGroup> groups_;
 };

@@ -6,7 +6,7 @@
 namespace sg::optim {
 
 void SGDOptions::check() const {
-  SG_CHECK(lr >= 0.0, "SGD: invalid learning rate ", lr);
+  SG_CHECK(lr >= 0.0, "SGD: invalid learning rate ", lr, " (lr must be >= 0)");
   SG_CHECK(momentum >= 0.0, "SGD: invalid momentum ", momentum);
   SG_CHECK(weight_decay >= 0.0, "SGD: invalid weight_decay ", weight_decay);
   SG_CHECK(!nesterov || (momentum > 0.0 && dampening == 0.0),

@@ -135,6 +135,32 @@ TEST_CASE("save_state and load_state round-trip model, optimizer, scheduler, RNG
   std::filesystem::remove(path);
 }
 
+TEST_CASE("load_state names the file and the key of a scheduler or RNG entry it cannot restore") {
+  const std::string path = "test_accelerator_bad_state.safetensors";
+  dist::Accelerator accelerator;
+  auto model = accelerator.prepare(small_model());
+  optim::Adam optimizer(model->parameters(), {.lr = 0.01});
+  optim::StepLR scheduler(optimizer, 2, 0.5);
+  accelerator.prepare(optimizer);
+  accelerator.prepare(scheduler);
+  accelerator.save_state(path, *model, {{"epoch", "1"}});
+  const SafetensorsFile saved = load_safetensors(path);
+  const auto load_with = [&](const std::string& key, const std::string& value) {
+    optim::Metadata metadata = saved.metadata;
+    metadata[key] = value;
+    save_safetensors(path, saved.tensors, metadata);
+    accelerator.load_state(path, *model);
+  };
+  const std::string where = "Accelerator::load_state: " + path + ": metadata ";
+  const std::string negative_lr = where + "'scheduler': LRScheduler.load_state_dict: base_lrs[0] = -1";
+  CHECK_THROWS_WITH_AS(load_with("scheduler", R"({"last_epoch": 3, "base_lrs": [-1.0]})"),
+                       doctest::Contains(negative_lr.c_str()), Error);
+  CHECK_THROWS_WITH_AS(load_with("scheduler", R"({"last_epoch": 3})"),
+                       doctest::Contains((where + "'scheduler': ").c_str()), Error);
+  CHECK_THROWS_WITH_AS(load_with("rng", "{not json"), doctest::Contains((where + "'rng': ").c_str()), Error);
+  std::filesystem::remove(path);
+}
+
 TEST_CASE("f16 mixed precision: autocast region, scaled backward, unscale before clipping") {
   dist::AcceleratorOptions options;
   options.mixed_precision = "fp8";

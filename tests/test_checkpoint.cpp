@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <limits>
 
 #include "core/atomic_file.h"
 #include "helpers.h"
@@ -49,6 +50,18 @@ std::string safetensors_bytes(const std::string& header, const std::string& data
 }
 std::string safetensors_bytes(const std::string& header, const std::string& data) {
   return safetensors_bytes(header, data, header.size());
+}
+
+// `bytes` with the first `from` after `after` replaced by `to` (of the same length, so every
+// offset in the file stays valid): how a tensor gets relabelled or a number changed in a file.
+std::string replaced_after(const std::string& bytes, const std::string& after, const std::string& from,
+                           const std::string& to) {
+  REQUIRE(from.size() == to.size());
+  const size_t anchor = bytes.find(after);
+  REQUIRE(anchor != std::string::npos);
+  const size_t at = bytes.find(from, anchor);
+  REQUIRE(at != std::string::npos);
+  return bytes.substr(0, at) + to + bytes.substr(at + from.size());
 }
 
 bool same_tensor(const Tensor& a, const Tensor& b) {
@@ -163,6 +176,74 @@ TEST_CASE("load_safetensors names the file and the problem in a corrupt file") {
   CHECK_THROWS_WITH_AS(load_safetensors(dir / "missing.safetensors"), doctest::Contains("cannot open"), Error);
 }
 
+TEST_CASE("safetensors round-trips empty tensors at any position among many tensors") {
+  // Among more than 16 tensors std::sort no longer keeps the order of equal keys, so an empty
+  // tensor at [8, 8) could sort after the tensor at [8, 16) and look like an overlap.
+  TempDir dir;
+  const std::string path = dir / "empties.safetensors";
+  for (const int count : {17, 24, 40}) {
+    for (int first_empty = 0; first_empty < count; ++first_empty) {
+      for (const int empties : {1, 3}) {
+        std::map<std::string, Tensor> tensors;
+        for (int i = 0; i < count; ++i) {
+          char name[16];
+          std::snprintf(name, sizeof name, "t%03d", i);  // name order = file order
+          const bool empty = i >= first_empty && i < first_empty + empties;
+          tensors[name] = empty ? zeros({0, 1 + i % 3}) : full({1 + i % 5}, static_cast<double>(i));
+        }
+        CAPTURE(count);
+        CAPTURE(first_empty);
+        CAPTURE(empties);
+        save_safetensors(path, tensors);
+        const SafetensorsFile loaded = load_safetensors(path);
+        REQUIRE(loaded.tensors.size() == tensors.size());
+        for (const auto& [name, tensor] : tensors) CHECK(same_tensor(loaded.tensors.at(name), tensor));
+      }
+    }
+  }
+}
+
+TEST_CASE("load_safetensors reports data bytes that belong to no tensor, and empty tensors never overlap") {
+  TempDir dir;
+  const std::string path = dir / "layout.safetensors";
+  const std::string eight_bytes(8, '\0');
+  auto load = [&](const std::string& header, const std::string& data) {
+    write_bytes(path, safetensors_bytes(header, data));
+    return load_safetensors(path);
+  };
+  CHECK_THROWS_WITH_AS(load(R"({"x":{"dtype":"U8","shape":[2],"data_offsets":[0,2]},)"
+                            R"("y":{"dtype":"U8","shape":[4],"data_offsets":[4,8]}})",
+                            eight_bytes),
+                       doctest::Contains("bytes [2, 4) of the data section, before tensor 'y', belong to no tensor"),
+                       Error);
+  CHECK_THROWS_WITH_AS(load(R"({"x":{"dtype":"U8","shape":[2],"data_offsets":[2,4]}})", eight_bytes.substr(0, 4)),
+                       doctest::Contains("bytes [0, 2) of the data section, before tensor 'x'"), Error);
+  CHECK_THROWS_WITH_AS(load(R"({"x":{"dtype":"U8","shape":[6],"data_offsets":[0,6]}})", eight_bytes),
+                       doctest::Contains("bytes [6, 8) at the end of the data section belong to no tensor"), Error);
+  // Two tensors at the same begin overlap whichever sorts first.
+  CHECK_THROWS_WITH_AS(load(R"({"x":{"dtype":"U8","shape":[4],"data_offsets":[0,4]},)"
+                            R"("y":{"dtype":"U8","shape":[4],"data_offsets":[0,4]}})",
+                            eight_bytes.substr(0, 4)),
+                       doctest::Contains("overlap in the data section"), Error);
+  // Empty tensors hold no bytes: one anywhere inside the data section shares none.
+  const SafetensorsFile file = load(R"({"x":{"dtype":"U8","shape":[8],"data_offsets":[0,8]},)"
+                                    R"("e":{"dtype":"F32","shape":[0,3],"data_offsets":[4,4]}})",
+                                    eight_bytes);
+  CHECK(file.tensors.at("e").sizes() == Shape{0, 3});
+}
+
+TEST_CASE("load_safetensors refuses a shape whose strides overflow int64, naming the file") {
+  TempDir dir;
+  const std::string path = dir / "huge.safetensors";
+  // No elements, so no bytes either; but the strides of [0, 2^32 - 1, 2^32 - 1] pass 2^63.
+  write_bytes(path, safetensors_bytes(R"({"x":{"dtype":"F32","shape":[0,4294967295,4294967295],)"
+                                      R"("data_offsets":[0,0]}})",
+                                      ""));
+  CHECK_THROWS_WITH_AS(load_safetensors(path),
+                       doctest::Contains(("load_safetensors: " + path + ": tensor 'x': 'shape'").c_str()), Error);
+  CHECK_THROWS_WITH_AS(load_safetensors(path), doctest::Contains("has strides beyond 2^63 - 1"), Error);
+}
+
 TEST_CASE("save_safetensors checks its tensors before touching the file") {
   TempDir dir;
   const std::string path = dir / "weights.safetensors";
@@ -203,6 +284,41 @@ TEST_CASE("an atomic write that fails leaves the old file intact and no temporar
   for (const auto& entry : fs::recursive_directory_iterator(dir.path))
     files += entry.is_regular_file() && entry.path().string().find(".tmp.") != std::string::npos;
   CHECK(files == 0);
+}
+
+TEST_CASE("an atomic write that throws something other than a std::exception leaves no temporary file") {
+  TempDir dir;
+  const std::string path = dir / "state.bin";
+  write_file_atomically(path, [](const ByteWriter& write) { write("old", 3); });
+  CHECK_THROWS_AS(write_file_atomically(path, [](const ByteWriter& write) {
+                    write("new", 3);
+                    throw 42;
+                  }),
+                  int);
+  CHECK(read_bytes(path) == "old");
+  CHECK(!fs::exists(path + ".tmp." + std::to_string(::getpid())));
+}
+
+TEST_CASE("an atomic write removes the temporary files of its target left by processes that are gone") {
+  TempDir dir;
+  const std::string path = dir / "snapshot.safetensors";
+  // No process has a pid at or above pid_max; the test's parent is alive.
+  std::ifstream pid_max_file("/proc/sys/kernel/pid_max");
+  long pid_max = 0;
+  pid_max_file >> pid_max;
+  REQUIRE(pid_max > 0);
+  const std::string dead = path + ".tmp." + std::to_string(pid_max);
+  const std::string alive = path + ".tmp." + std::to_string(::getppid());
+  const std::string other_target = dir / ("other.safetensors.tmp." + std::to_string(pid_max));
+  const std::string not_a_pid = path + ".tmp.12ab";
+  for (const std::string& name : {dead, alive, other_target, not_a_pid}) write_bytes(name, "half a file");
+
+  save_safetensors(path, {{"w", ones({2})}});
+  CHECK(!fs::exists(dead));
+  CHECK(fs::exists(alive));
+  CHECK(fs::exists(other_target));
+  CHECK(fs::exists(not_a_pid));
+  CHECK(load_safetensors(path).tensors.at("w").numel() == 2);
 }
 
 TEST_CASE("a checkpoint of model and optimizer resumes training identically") {
@@ -269,4 +385,77 @@ TEST_CASE("loading a checkpoint into a different model lists the offending keys"
                        Error);
   CHECK_THROWS_WITH_AS(optim::save_checkpoint(path, saved, nullptr, {{"optimizer", "x"}}),
                        doctest::Contains("reserved"), Error);
+}
+
+TEST_CASE("a checkpoint tensor relabelled to another dtype of the same size is refused, naming key and dtypes") {
+  TempDir dir;
+  const std::string path = dir / "ckpt.safetensors";
+  TinyNet model;
+  optim::Adam optimizer(model.parameters(), {.lr = 0.01});
+  train(model, optimizer, randn({8, 3}, {DType::f64}, &test::rng()), 1);
+  optim::save_checkpoint(path, model, &optimizer);
+  const std::string bytes = read_bytes(path);
+
+  // F64 and I64 have the same size: only the label tells them apart.
+  write_bytes(path, replaced_after(bytes, R"("model.w1")", "F64", "I64"));
+  TinyNet target;
+  CHECK_THROWS_WITH_AS(optim::load_checkpoint(path, target), doctest::Contains(path.c_str()), Error);
+  CHECK_THROWS_WITH_AS(optim::load_checkpoint(path, target), doctest::Contains("w1 (checkpoint i64, model f64)"),
+                       Error);
+
+  write_bytes(path, replaced_after(bytes, R"("optimizer.state.0.exp_avg")", "F64", "I64"));
+  optim::Adam target_optimizer(target.parameters());
+  CHECK_THROWS_WITH_AS(optim::load_checkpoint(path, target, &target_optimizer), doctest::Contains(path.c_str()),
+                       Error);
+  CHECK_THROWS_WITH_AS(optim::load_checkpoint(path, target, &target_optimizer),
+                       doctest::Contains("state.0.exp_avg is i64, its parameter f64"), Error);
+}
+
+TEST_CASE("a checkpoint with a negative lr or step count is refused, naming the file and the key") {
+  TempDir dir;
+  const std::string path = dir / "ckpt.safetensors";
+  TinyNet model;
+  optim::Adam optimizer(model.parameters(), {.lr = 0.01});
+  train(model, optimizer, randn({8, 3}, {DType::f64}, &test::rng()), 1);
+
+  SUBCASE("lr") {
+    optim::save_checkpoint(path, model, &optimizer);
+    write_bytes(path, replaced_after(read_bytes(path), R"(\"lr\":)", "0.01", "-1.0"));
+    optim::Adam target(model.parameters(), {.lr = 0.5});
+    CHECK_THROWS_WITH_AS(optim::load_checkpoint(path, model, &target), doctest::Contains(path.c_str()), Error);
+    CHECK_THROWS_WITH_AS(optim::load_checkpoint(path, model, &target),
+                         doctest::Contains("group 0: Adam/AdamW: invalid learning rate -1 (lr must be >= 0)"), Error);
+    CHECK(target.lr(0) == 0.5);  // unchanged
+  }
+  SUBCASE("step") {
+    optim::save_checkpoint(path, model, &optimizer);
+    SafetensorsFile file = load_safetensors(path);
+    file.tensors["optimizer.state.0.step"] = scalar_tensor(-1000, {DType::i64});
+    save_safetensors(path, file.tensors, file.metadata);
+    optim::Adam target(model.parameters());
+    CHECK_THROWS_WITH_AS(optim::load_checkpoint(path, model, &target), doctest::Contains(path.c_str()), Error);
+    CHECK_THROWS_WITH_AS(optim::load_checkpoint(path, model, &target),
+                         doctest::Contains("state.0.step is -1000; a saved step count is at least 1"), Error);
+  }
+}
+
+TEST_CASE("metadata_integer reads a whole base-10 number in range, else names the file and the key") {
+  const optim::Metadata metadata{{"epoch", "3"}, {"negative", "-5"}, {"suffix", "1abc"}, {"space", " 7"},
+                                 {"plus", "+7"},  {"empty", ""},     {"huge", "99999999999999999999"}};
+  CHECK(optim::metadata_integer(metadata, "epoch", "run.safetensors", 0, 10) == 3);
+  const auto error_of = [&](const std::string& key) {
+    try {
+      optim::metadata_integer(metadata, key, "run.safetensors", 0, 1000);
+    } catch (const Error& error) {
+      return std::string(error.what());
+    }
+    return std::string("no error");
+  };
+  CHECK(error_of("negative") == "checkpoint run.safetensors: metadata 'negative' is -5, outside [0, 1000]");
+  CHECK(error_of("suffix") == "checkpoint run.safetensors: metadata 'suffix' is \"1abc\", not a whole number");
+  for (const char* key : {"space", "plus", "empty", "huge"}) {
+    CAPTURE(key);
+    CHECK(error_of(key).find(std::string("metadata '") + key + "' is \"") != std::string::npos);
+  }
+  CHECK(error_of("step") == "checkpoint run.safetensors: no metadata entry 'step'");
 }

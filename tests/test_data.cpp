@@ -498,6 +498,51 @@ TEST_CASE("read_idx names the file and what it expected on a bad magic number, a
                        contains("cannot open " + missing.string() + ": No such file"), Error);
 }
 
+TEST_CASE("read_idx checks the header's sizes before allocating: overflow, a limit, the raw file's size") {
+  TempDir dir("idx_header");
+  const fs::path overflowing = dir.path / "overflowing.gz";
+  write_gzip(overflowing, idx_bytes(0x00000803, {0, 0xFFFFFFFF, 0xFFFFFFFF}, {}));
+  CHECK_THROWS_WITH_AS(data::read_idx(overflowing.string(), 3),
+                       contains(overflowing.string() + ": the sizes [0, 4294967295, 4294967295] overflow int64"),
+                       Error);
+
+  // 2^42 bytes announced by a 16-byte file, compressed or not.
+  for (const char* name : {"huge", "huge.gz"}) {
+    const fs::path huge = dir.path / name;
+    const std::string bytes = idx_bytes(0x00000803, {1u << 20, 1u << 12, 1u << 10}, {});
+    if (huge.extension() == ".gz") write_gzip(huge, bytes);
+    else write_raw(huge, bytes);
+    CHECK_THROWS_WITH_AS(data::read_idx(huge.string(), 3),
+                         contains(huge.string() + ": the header announces [1048576, 4096, 1024] = 4398046511104 "
+                                                  "payload bytes, more than the 4294967296 bytes read_idx accepts"),
+                         Error);
+  }
+
+  // Under the limit but more than a raw file holds: refused from the file's size.
+  const fs::path claims_more = dir.path / "claims_more";
+  write_raw(claims_more, idx_bytes(0x00000803, {1000, 1000, 1000}, random_bytes(10)));
+  CHECK_THROWS_WITH_AS(data::read_idx(claims_more.string(), 3),
+                       contains(claims_more.string() + ": the header announces [1000, 1000, 1000] = 1000000000 "
+                                                      "payload bytes, found only 10 (truncated file)"), Error);
+}
+
+TEST_CASE("read_idx stops reading a gzip stream at the first 64 KiB past the payload") {
+  // 8 payload bytes, then 64 MiB of zeros that gzip packs into about 64 KB: a gzip bomb. The
+  // reader must refuse it without inflating all of it.
+  TempDir dir("idx_bomb");
+  const fs::path bomb = dir.path / "bomb-idx3-ubyte.gz";
+  gzFile file = gzopen(bomb.c_str(), "wb9");
+  REQUIRE(file != nullptr);
+  const std::string header = idx_bytes(0x00000803, {2, 2, 2}, random_bytes(8));
+  REQUIRE(gzwrite(file, header.data(), static_cast<unsigned>(header.size())) == static_cast<int>(header.size()));
+  const std::vector<char> zeros(1 << 20, 0);
+  for (int i = 0; i < 64; ++i) REQUIRE(gzwrite(file, zeros.data(), static_cast<unsigned>(zeros.size())) > 0);
+  REQUIRE(gzclose(file) == Z_OK);
+  CHECK_THROWS_WITH_AS(data::read_idx(bomb.string(), 3),
+                       contains(bomb.string() + ": expected the file to end after the 8 payload bytes of [2, 2, 2], "
+                                                "found more than 65536 more bytes"), Error);
+}
+
 // ---- Fashion-MNIST ----
 
 TEST_CASE("FashionMNIST reads the installed training and test sets") {

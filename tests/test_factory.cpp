@@ -29,6 +29,21 @@ double std_of(const std::vector<double>& v) {
 
 // ---- deterministic factories ----
 
+TEST_CASE("shapes whose element count, strides or bytes overflow int64 are errors naming the shape") {
+  const int64_t big = (int64_t{1} << 32) - 1;
+  // No elements, yet the outer stride would be (2^32 - 1)^2 > 2^63 - 1.
+  CHECK(numel_of({0, big, big}) == 0);
+  CHECK(!fits_int64_indexing({0, big, big}));
+  CHECK(fits_int64_indexing({0, big}));
+  CHECK_THROWS_WITH_AS(contiguous_strides({0, big, big}),
+                       doctest::Contains("the shape [0, 4294967295, 4294967295] needs strides above 2^63 - 1"), Error);
+  CHECK_THROWS_WITH_AS(empty({0, big, big}), doctest::Contains("[0, 4294967295, 4294967295]"), Error);
+  CHECK_THROWS_WITH_AS(numel_of({big, big, big}), doctest::Contains("has more than 2^63 - 1 elements"), Error);
+  // 2^61 elements fit, their 2^64 bytes do not.
+  CHECK_THROWS_WITH_AS(empty({int64_t{1} << 61}, {DType::f64}), doctest::Contains("needs more than 2^63 - 1 bytes"),
+                       Error);
+}
+
 TEST_CASE("zeros, ones and full have the requested shape, dtype and value") {
   for (DType dtype : {DType::f32, DType::f64, DType::f16, DType::bf16, DType::i64, DType::i32, DType::u8}) {
     INFO(dtype);

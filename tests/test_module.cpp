@@ -129,6 +129,23 @@ TEST_CASE("non-strict loading returns missing and unexpected keys but still refu
   CHECK_THROWS_AS(model.load_state_dict(state, false), Error);
 }
 
+TEST_CASE("load_state_dict refuses a tensor of another dtype, naming the key and both dtypes") {
+  Block model;
+  const auto before = test::values(model.first->scale);
+  auto state = model.state_dict();
+  state["first.scale"] = state.at("first.scale").to(DType::i32);  // what a relabelled file holds
+  state["second.calls"] = state.at("second.calls").to(DType::f64);
+  try {
+    model.load_state_dict(state, /*strict=*/false);
+    FAIL("expected an error");
+  } catch (const Error& error) {
+    const std::string message = error.what();
+    CHECK(message.find("mis-typed keys: first.scale (checkpoint i32, model f32), second.calls (checkpoint f64, "
+                       "model f32)") != std::string::npos);
+  }
+  CHECK(test::values(model.first->scale) == before);
+}
+
 TEST_CASE("a failed load leaves the model unchanged") {
   Block model;
   const auto before = test::values(model.first->scale);

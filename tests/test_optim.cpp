@@ -313,6 +313,41 @@ TEST_CASE("load_state_dict lists every mismatch and changes nothing") {
   }
 }
 
+TEST_CASE("load_state_dict refuses a state tensor of another dtype, a step below 1 and an invalid hyperparameter") {
+  Tensor a = test::rand_input({3});
+  optim::Adam source({a});
+  a.sum().backward();
+  source.step();
+  const optim::OptimizerState state = source.state_dict();
+
+  Tensor c = test::rand_input({3});
+  optim::Adam target({c}, {.lr = 0.5});
+  optim::OptimizerState wrong = state;
+  wrong.tensors["state.0.exp_avg"] = state.tensors.at("state.0.exp_avg").to(DType::i32);
+  wrong.tensors["state.0.step"] = scalar_tensor(-1000, {DType::i64});
+  wrong.param_groups[0]["lr"] = -1.0;
+  try {
+    target.load_state_dict(wrong);
+    FAIL("load_state_dict accepted an impossible state");
+  } catch (const Error& error) {
+    const std::string message = error.what();
+    CHECK(message.find("state.0.exp_avg is i32, its parameter f64") != std::string::npos);
+    CHECK(message.find("state.0.step is -1000; a saved step count is at least 1") != std::string::npos);
+    CHECK(message.find("group 0: Adam/AdamW: invalid learning rate -1 (lr must be >= 0)") != std::string::npos);
+  }
+  CHECK(target.lr(0) == 0.5);
+  CHECK(target.state(c) == nullptr);
+
+  wrong = state;
+  wrong.tensors["state.0.step"] = scalar_tensor(1, {DType::f32});
+  CHECK_THROWS_WITH_AS(target.load_state_dict(wrong), doctest::Contains("state.0.step is f32, not i64"), Error);
+  optim::Hyperparameters negative_lr = target.hyperparameters(0);
+  negative_lr["lr"] = -1.0;
+  CHECK_THROWS_WITH_AS(target.set_hyperparameters(0, negative_lr), doctest::Contains("invalid learning rate -1"),
+                       Error);
+  CHECK(target.lr(0) == 0.5);
+}
+
 TEST_CASE("the fused update is the same on strided, contiguous, threaded and 16-bit parameters") {
   // 257 x 131 elements: more than kParallelGrain, so the loop is split across threads.
   const Shape shape{257, 131};
