@@ -33,7 +33,9 @@ int main(int argc, char** argv) {
   // Everything from the first argument that is not one of ours on is the worker's command line.
   app.prefix_command();
   app.footer("Each worker gets RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE, GROUP_RANK, MASTER_ADDR,\n"
-             "MASTER_PORT, SG_RESTART_COUNT and SG_MAX_RESTARTS; its output lines start with \"[rank N] \".\n"
+             "MASTER_PORT, SG_RESTART_COUNT, SG_MAX_RESTARTS and SG_STORE_TOKEN (the store's per-job token;\n"
+             "set it yourself, the same on every node, for a multi-node run); its output lines start with\n"
+             "\"[rank N] \".\n"
              "Exit code: 0, the failing worker's code (128 + signal number when killed), or 128 + the\n"
              "signal that stopped sgrun. See docs/launcher.md.");
   CLI11_PARSE(app, argc, argv);

@@ -37,7 +37,7 @@ void mark_started(TcpStore& store, int rank, int64_t sequence) {
 }
 
 // Each surviving rank whose collective failed leaves a "failed" mark; the store marks a rank
-// whose connection closed as departed (Note [Departure marks] in tcp_store.cpp). A rank with
+// whose connection closed as departed (Note [Departure marks] in tcp_store_server.cpp). A rank with
 // neither within a second is alive but busy elsewhere: stuck in computation or data loading, or
 // waiting in a different collective.
 namespace {
@@ -135,8 +135,7 @@ std::string diagnose_failure(TcpStore& store, int rank, int size, int64_t sequen
     if (!text.empty() && text.back() == ' ') text.pop_back();
     return text;
   } catch (const std::exception& e) {
-    return std::string("could not ask the store which ranks arrived (") + e.what() +
-           "); rank 0, which hosts it, has probably exited or crashed.";
+    return std::string("could not ask the store which ranks arrived: ") + e.what();
   }
 }
 

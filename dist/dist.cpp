@@ -94,19 +94,17 @@ void init_process_group(InitOptions options) {
   if (options.master_port > 0) env.master_port = options.master_port;
   SG_CHECK(env.world_size >= 1 && env.rank >= 0 && env.rank < env.world_size, "init_process_group: rank ", env.rank,
            " is not in [0, world_size = ", env.world_size, ")");
-  if (const char* seconds = std::getenv("SG_DIST_TIMEOUT")) {
-    char* end = nullptr;
-    const double value = std::strtod(seconds, &end);
-    SG_CHECK(end != seconds && *end == '\0' && value > 0, "init_process_group: SG_DIST_TIMEOUT='", seconds,
-             "' is not a positive number of seconds");
-    options.timeout = std::chrono::milliseconds(static_cast<int64_t>(value * 1000));
-  }
+  if (const auto timeout = timeout_from_environment()) options.timeout = *timeout;
+  SG_CHECK(options.timeout.count() > 0 && options.timeout <= std::chrono::duration<double>(kMaxTimeoutSeconds),
+           "init_process_group: the timeout of ", options.timeout.count(), " ms is not in (0, ", kMaxTimeoutSeconds,
+           " s] (at most one week)");
   if (const char* debug = std::getenv("SG_DIST_DEBUG")) options.debug = options.debug || std::string(debug) == "1";
   if (nccl) select_gpu(env.local_rank);
   std::signal(SIGPIPE, SIG_IGN);  // Gloo writes without MSG_NOSIGNAL: a dead peer must be an error, not a signal
 
-  auto store = std::make_shared<TcpStore>(env.master_addr, env.master_port, env.rank == 0, options.timeout);
-  store->register_rank(env.rank);  // so a failed collective can tell a rank that exited (dist/tcp_store.cpp)
+  auto store = std::make_shared<TcpStore>(env.master_addr, env.master_port, env.rank == 0, options.timeout,
+                                          store_token_from_environment());
+  store->register_rank(env.rank);  // so a failed collective can tell a rank that exited (dist/tcp_store_server.cpp)
   wait_for_all_ranks(*store, env.rank, env.world_size, options.timeout);
   DefaultGroup& group = state();
   if (!nccl) {

@@ -25,7 +25,7 @@ struct InitOptions {
   std::string master_addr;
   int master_port = 0;
   // Rendezvous and every collective fail after this long (SG_DIST_TIMEOUT, in seconds, overrides
-  // the default of 30 minutes).
+  // the default of 30 minutes); at most one week (dist/environment.h).
   std::chrono::milliseconds timeout = std::chrono::minutes(30);
   // Exchange a fingerprint of every collective first (SG_DIST_DEBUG=1 turns it on; Gloo only).
   bool debug = false;

@@ -1,6 +1,7 @@
 #include "dist/environment.h"
 
 #include <charconv>
+#include <cmath>
 #include <cstdlib>
 #include <string_view>
 #include <vector>
@@ -26,8 +27,18 @@ constexpr Names kLaunchers[] = {
      "OMPI_COMM_WORLD_LOCAL_SIZE"},
 };
 
+// `lookup`, or getenv when it is empty.
+EnvLookup or_getenv(const EnvLookup& lookup) {
+  if (lookup) return lookup;
+  return [](const std::string& name) -> std::optional<std::string> {
+    const char* value = std::getenv(name.c_str());
+    return value ? std::optional<std::string>(value) : std::nullopt;
+  };
+}
+
 // Parses the whole of `text` (no sign, space or suffix left over) or returns false.
-bool parse_whole(std::string_view text, int& value) {
+template <typename Number>
+bool parse_whole(std::string_view text, Number& value) {
   const char* end = text.data() + text.size();
   const auto parsed = std::from_chars(text.data(), end, value);
   return !text.empty() && parsed.ec == std::errc() && parsed.ptr == end;
@@ -106,10 +117,7 @@ std::string first_slurm_host(const std::string& nodelist) {
 }  // namespace
 
 std::optional<LaunchEnvironment> launch_environment(const EnvLookup& lookup_or_empty) {
-  const EnvLookup lookup = lookup_or_empty ? lookup_or_empty : [](const std::string& name) -> std::optional<std::string> {
-    const char* value = std::getenv(name.c_str());
-    return value ? std::optional<std::string>(value) : std::nullopt;
-  };
+  const EnvLookup lookup = or_getenv(lookup_or_empty);
   for (const Names& names : kLaunchers) {
     const auto rank = lookup(names.rank);
     if (!rank) continue;
@@ -153,6 +161,16 @@ std::optional<LaunchEnvironment> launch_environment(const EnvLookup& lookup_or_e
     return env;
   }
   return std::nullopt;
+}
+
+std::optional<std::chrono::milliseconds> timeout_from_environment(const EnvLookup& lookup) {
+  const auto text = or_getenv(lookup)("SG_DIST_TIMEOUT");
+  if (!text) return std::nullopt;
+  double seconds = 0;
+  SG_CHECK(parse_whole(*text, seconds) && std::isfinite(seconds) && seconds > 0 && seconds <= kMaxTimeoutSeconds,
+           "distributed environment: SG_DIST_TIMEOUT='", *text, "' is not a number of seconds in (0, ",
+           kMaxTimeoutSeconds, "] (at most one week)");
+  return std::chrono::milliseconds(static_cast<int64_t>(std::ceil(seconds * 1000)));  // at least 1 ms
 }
 
 }  // namespace sg::dist

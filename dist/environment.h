@@ -1,6 +1,8 @@
 #pragma once
 // defines: LaunchEnvironment, launch_environment — where this process sits in a distributed run,
-//          read from the variables a launcher sets: torchrun / sgrun, Slurm, or Open MPI.
+//          read from the variables a launcher sets: torchrun / sgrun, Slurm, or Open MPI;
+//          timeout_from_environment — SG_DIST_TIMEOUT.
+#include <chrono>
 #include <functional>
 #include <optional>
 #include <string>
@@ -30,5 +32,14 @@ struct LaunchEnvironment {
 // (tests pass a map).
 using EnvLookup = std::function<std::optional<std::string>(const std::string& name)>;
 std::optional<LaunchEnvironment> launch_environment(const EnvLookup& lookup = {});
+
+// The longest SG_DIST_TIMEOUT accepts: one week. A longer wait is no longer a timeout, and the
+// deadlines computed from it (now + timeout) must stay far from the clock's overflow.
+constexpr double kMaxTimeoutSeconds = 7 * 24 * 3600;
+
+// SG_DIST_TIMEOUT (seconds, fractions allowed: "0.5") as the limit for rendezvous and every
+// collective; nullopt when it is not set. Throws naming the variable unless the whole value is a
+// finite number in (0, kMaxTimeoutSeconds]; "inf", "nan", "1e10", "10s" are refused.
+std::optional<std::chrono::milliseconds> timeout_from_environment(const EnvLookup& lookup = {});
 
 }  // namespace sg::dist

@@ -5,7 +5,8 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
-#include <spawn.h>
+#include <sys/prctl.h>
+#include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -16,10 +17,12 @@
 #include <cstring>
 #include <iterator>
 #include <optional>
+#include <iomanip>
 #include <set>
 
 #include "core/error.h"
 #include "dist/line_prefixer.h"
+#include "dist/tcp_store.h"
 
 extern char** environ;
 
@@ -59,7 +62,7 @@ extern "C" void on_signal(int signal) {
   errno = saved_errno;
 }
 
-constexpr int kHandledSignals[] = {SIGINT, SIGTERM, SIGCHLD};
+constexpr int kHandledSignals[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGCHLD};
 
 // Installs the handlers for the launcher's lifetime and restores the previous ones after it.
 class SignalPipe {
@@ -229,43 +232,83 @@ private:
   bool killed_ = false;
 };
 
+// The path execve needs: `name` itself when it holds a '/', else the first executable file of
+// that name on PATH (searched here, before fork: the child may only make system calls).
+std::string find_program(const std::string& name, int local_rank) {
+  if (name.find('/') != std::string::npos) return name;
+  const char* path = std::getenv("PATH");
+  std::string_view directories = path ? path : "/usr/local/bin:/usr/bin:/bin";
+  while (true) {
+    const size_t colon = directories.find(':');
+    const std::string directory(directories.substr(0, colon));
+    const std::string candidate = (directory.empty() ? "." : directory) + "/" + name;
+    if (::access(candidate.c_str(), X_OK) == 0) return candidate;
+    if (colon == std::string_view::npos) break;
+    directories.remove_prefix(colon + 1);
+  }
+  throw Error(detail::concat("sgrun: cannot start '", name, "' for local rank ", local_rank,
+                             ": no such program on PATH"));
+}
+
+// Everything the new worker process does between fork and exec (Note [sgrun's process model]):
+// only system calls, since a forked copy of a multithreaded process must not touch locks or the
+// heap. On a failed exec the errno goes back through `status_fd`.
+[[noreturn]] void become_worker(const char* program, char* const* argv, char* const* envp, int out_fd, int err_fd,
+                                int status_fd, pid_t process_group, pid_t launcher, const sigset_t& no_signals) {
+  ::setpgid(0, process_group);  // 0 for the first worker: a new group, led by it
+  ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (::getppid() != launcher) ::_exit(127);  // the launcher died before prctl took effect
+  const int null_fd = ::open("/dev/null", O_RDONLY);
+  ::dup2(null_fd, STDIN_FILENO);
+  ::dup2(out_fd, STDOUT_FILENO);
+  ::dup2(err_fd, STDERR_FILENO);
+  // Default dispositions and nothing blocked, whatever the launcher inherited (e.g. SIGINT
+  // ignored when started in the background, SIGHUP under nohup).
+  struct sigaction defaults = {};
+  defaults.sa_handler = SIG_DFL;
+  for (const int signal : {SIGINT, SIGTERM, SIGCHLD, SIGPIPE, SIGQUIT, SIGHUP}) ::sigaction(signal, &defaults, nullptr);
+  ::sigprocmask(SIG_SETMASK, &no_signals, nullptr);
+  ::execve(program, argv, envp);
+  const int error = errno;
+  [[maybe_unused]] const ssize_t ignored = ::write(status_fd, &error, sizeof error);
+  ::_exit(127);
+}
+
 void WorkerGroup::spawn(int local_rank, int port, int restart_count) {
+  const std::string program = find_program(options_.command.front(), local_rank);
   std::vector<std::string> argv_strings = options_.command;
   std::vector<std::string> env_strings = environment_for(options_, local_rank, port, restart_count);
   std::vector<char*> argv = c_strings(argv_strings);
   std::vector<char*> envp = c_strings(env_strings);
+  sigset_t no_signals;
+  sigemptyset(&no_signals);
 
   const auto [out_read, out_write] = make_pipe();
   const auto [err_read, err_write] = make_pipe();
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
-  posix_spawn_file_actions_adddup2(&actions, out_write, STDOUT_FILENO);
-  posix_spawn_file_actions_adddup2(&actions, err_write, STDERR_FILENO);
-  // The worker starts with default signal dispositions and nothing blocked, whatever the launcher
-  // inherited (e.g. SIGINT ignored when started in the background).
-  posix_spawnattr_t attributes;
-  posix_spawnattr_init(&attributes);
-  posix_spawnattr_setflags(&attributes, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSIGMASK);
-  posix_spawnattr_setpgroup(&attributes, process_group_);  // 0 for the first: a new group
-  sigset_t defaults, none;
-  sigemptyset(&defaults);
-  for (const int signal : {SIGINT, SIGTERM, SIGCHLD, SIGPIPE, SIGQUIT, SIGHUP}) sigaddset(&defaults, signal);
-  sigemptyset(&none);
-  posix_spawnattr_setsigdefault(&attributes, &defaults);
-  posix_spawnattr_setsigmask(&attributes, &none);
-
-  pid_t pid = -1;
-  const int error = ::posix_spawnp(&pid, argv[0], &actions, &attributes, argv.data(), envp.data());
-  posix_spawnattr_destroy(&attributes);
-  posix_spawn_file_actions_destroy(&actions);
-  ::close(out_write);
-  ::close(err_write);
-  if (error != 0) {
+  int status[2];  // close-on-exec: a successful exec closes it, and the read below sees its end
+  SG_CHECK(::pipe2(status, O_CLOEXEC) == 0, "sgrun: pipe2 failed: ", std::strerror(errno));
+  const pid_t launcher = ::getpid();
+  const pid_t pid = ::fork();
+  if (pid == 0)
+    become_worker(program.c_str(), argv.data(), envp.data(), out_write, err_write, status[1], process_group_, launcher,
+                  no_signals);
+  const int fork_error = errno;
+  for (const int fd : {out_write, err_write, status[1]}) ::close(fd);
+  int exec_error = 0;
+  if (pid > 0) {
+    ::setpgid(pid, process_group_ == 0 ? pid : process_group_);  // also here: no race with a signal to the group
+    ssize_t n;
+    while ((n = ::read(status[0], &exec_error, sizeof exec_error)) < 0 && errno == EINTR) {
+    }
+    if (n != sizeof exec_error) exec_error = 0;
+    if (exec_error != 0) ::waitpid(pid, nullptr, 0);
+  }
+  ::close(status[0]);
+  if (pid < 0 || exec_error != 0) {
     ::close(out_read);
     ::close(err_read);
     throw Error(detail::concat("sgrun: cannot start '", options_.command.front(), "' for local rank ", local_rank,
-                               ": ", std::strerror(error)));
+                               ": ", std::strerror(pid < 0 ? fork_error : exec_error)));
   }
   if (process_group_ == 0) process_group_ = pid;
   const int rank = options_.node_rank * options_.nproc_per_node + local_rank;
@@ -374,7 +417,8 @@ std::vector<std::pair<std::string, std::string>> worker_environment(const Launch
   SG_CHECK(local_rank >= 0 && local_rank < options.nproc_per_node, "sgrun: local rank ", local_rank,
            " is out of range for --nproc-per-node ", options.nproc_per_node);
   const int rank = options.node_rank * options.nproc_per_node + local_rank;
-  return {{"RANK", std::to_string(rank)},
+  std::vector<std::pair<std::string, std::string>> environment = {
+          {"RANK", std::to_string(rank)},
           {"LOCAL_RANK", std::to_string(local_rank)},
           {"WORLD_SIZE", std::to_string(options.nnodes * options.nproc_per_node)},
           {"LOCAL_WORLD_SIZE", std::to_string(options.nproc_per_node)},
@@ -383,6 +427,8 @@ std::vector<std::pair<std::string, std::string>> worker_environment(const Launch
           {"MASTER_PORT", std::to_string(master_port)},
           {"SG_RESTART_COUNT", std::to_string(restart_count)},
           {"SG_MAX_RESTARTS", std::to_string(options.max_restarts)}};
+  if (!options.store_token.empty()) environment.emplace_back("SG_STORE_TOKEN", options.store_token);
+  return environment;
 }
 
 int find_free_port() {
@@ -401,8 +447,27 @@ int find_free_port() {
   return ntohs(address.sin_port);
 }
 
-int launch(const LaunchOptions& options) {
-  check_launch_options(options);
+namespace {
+std::string random_store_token() {
+  unsigned char bytes[16];
+  SG_CHECK(::getrandom(bytes, sizeof bytes, 0) == static_cast<ssize_t>(sizeof bytes),
+           "sgrun: cannot draw a random store token: ", std::strerror(errno));
+  std::string token;
+  for (const unsigned char byte : bytes) token += detail::concat(std::hex, std::setw(2), std::setfill('0'), int{byte});
+  return token;
+}
+}  // namespace
+
+int launch(const LaunchOptions& given) {
+  check_launch_options(given);
+  LaunchOptions options = given;
+  // Note [The store faces the network] in dist/tcp_store.h: one node makes its own token; the
+  // nodes of a multi-node job cannot agree on one without a channel, so the user gives it.
+  if (options.store_token.empty()) options.store_token = store_token_from_environment();
+  if (options.store_token.empty() && options.nnodes == 1) options.store_token = random_store_token();
+  if (options.store_token.empty())
+    say("SG_STORE_TOKEN is not set: the rendezvous store will accept any client that reaches ", options.master_addr,
+        ":", options.master_port, "; set the same SG_STORE_TOKEN on every node to require it");
   SignalPipe signals;
   for (int restart_count = 0;; ++restart_count) {
     const int port = options.standalone ? find_free_port() : options.master_port;

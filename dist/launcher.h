@@ -4,13 +4,17 @@
 //          their output, forward signals, and restart the whole group when a worker fails.
 //
 // Note [sgrun's process model]
-// - Workers are started with posix_spawn (fork + exec in one call), never a bare fork: a forked
-//   copy of a process that used OpenMP hangs (BUILD-NOTES.md), and exec gives every worker a
-//   fresh process that reads its rank from the environment, exactly as under torchrun.
+// - Workers are started with fork + exec, never a bare fork: a forked copy of a process that
+//   used OpenMP hangs at its first parallel region (libgomp's threads do not survive fork), and
+//   exec gives every worker a fresh process that reads its rank from the environment, exactly
+//   as under torchrun. Between fork and exec the child makes system calls only.
+// - A worker dies with its launcher: it asks the kernel for SIGKILL when its parent exits
+//   (PR_SET_PDEATHSIG), so even a SIGKILL to sgrun leaves no orphans training on. The "parent" is
+//   the thread that forked: call launch() from a thread that outlives the workers.
 // - All workers of one attempt share a new process group, apart from the launcher's. Ctrl-C in a
-//   terminal then reaches the launcher alone, which forwards that SIGINT (or a SIGTERM) to the
-//   group once; a kill of the group also reaches any process a worker started. Workers read
-//   stdin from /dev/null (a background group reading the terminal would be stopped).
+//   terminal then reaches the launcher alone, which forwards that SIGINT (or a SIGTERM, SIGHUP
+//   or SIGQUIT) to the group once; a kill of the group also reaches any process a worker started.
+//   Workers read stdin from /dev/null (a background group reading the terminal would be stopped).
 // - Each worker's stdout and stderr are pipes the launcher reads in one poll loop, writing every
 //   line with a "[rank N] " prefix to its own stdout / stderr (Note [Prefixing lines that end
 //   in '\r'] in dist/line_prefixer.h).
@@ -19,8 +23,9 @@
 //   with SG_RESTART_COUNT one higher (a fresh port with --standalone), otherwise launch returns
 //   the failing worker's exit code (128 + signal number for a signal, as a shell reports it).
 //   Apps survive a restart by resuming from their last snapshot (docs/launcher.md).
-// - The first SIGINT / SIGTERM to the launcher is forwarded, ends the run without restarts, and
-//   launch returns 128 + that signal; workers still running after grace_seconds get SIGKILL.
+// - The first SIGINT / SIGTERM / SIGHUP / SIGQUIT to the launcher is forwarded, ends the run
+//   without restarts, and launch returns 128 + that signal; workers still running after
+//   grace_seconds get SIGKILL.
 // - Several nodes: every node runs its own sgrun with the same --nnodes / --master-addr /
 //   --master-port and its --node-rank; ranks are node_rank * nproc_per_node + local_rank. The
 //   launchers do not talk to each other: when a worker dies, the workers on the other nodes fail
@@ -42,6 +47,9 @@ struct LaunchOptions {
   int max_restarts = 0;        // restarts of the whole group after a worker failed
   double grace_seconds = 5.0;  // between SIGTERM (or a forwarded SIGINT) and SIGKILL
   std::vector<std::string> command;  // the worker program (found on PATH) and its arguments
+  // The workers' SG_STORE_TOKEN (Note [The store faces the network] in dist/tcp_store.h). Empty:
+  // launch() takes SG_STORE_TOKEN from its environment, or on one node draws a random one.
+  std::string store_token;
 };
 
 // Throws sg::Error naming the flag when the options cannot describe a run.
@@ -50,7 +58,7 @@ void check_launch_options(const LaunchOptions& options);
 // The variables worker `local_rank` gets on top of the launcher's own environment:
 // RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE, GROUP_RANK (the node rank), MASTER_ADDR,
 // MASTER_PORT (= master_port), SG_RESTART_COUNT (= restart_count, torchrun's
-// TORCHELASTIC_RESTART_COUNT) and SG_MAX_RESTARTS.
+// TORCHELASTIC_RESTART_COUNT), SG_MAX_RESTARTS and, when options.store_token is set, SG_STORE_TOKEN.
 std::vector<std::pair<std::string, std::string>> worker_environment(const LaunchOptions& options, int local_rank,
                                                                     int master_port, int restart_count);
 

@@ -3,7 +3,16 @@
 //          hosts it on MASTER_ADDR:MASTER_PORT; every rank (rank 0 too) is a client. Gloo uses it
 //          to exchange the ranks' addresses when it connects them (gloo::rendezvous::Store), and
 //          we use it to count arrivals and to tell, after a failure, how far each rank got and
-//          which ranks are gone.
+//          which ranks are gone. dist::TcpStoreLimits — what the server accepts from a client.
+//
+// Note [The store faces the network]
+// Anyone who reaches MASTER_ADDR:MASTER_PORT can talk to the store, so the server trusts nothing
+// it reads: it listens on MASTER_ADDR only (loopback under `sgrun --standalone`), a client must
+// first present the job's token (SG_STORE_TOKEN, which sgrun makes per job), keys, values and
+// the bytes held are capped before anything is allocated, connections are counted and closed
+// when their client hangs up, and no failure of one connection reaches the others. The client
+// trusts the server no more: every call waits at most the store's timeout, so a rank 0 that
+// froze (SIGSTOP, a hung machine) is an error on the other ranks, not a hang.
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -15,12 +24,27 @@
 
 namespace sg::dist {
 
+class TcpStoreServer;
+
+struct TcpStoreLimits {
+  size_t max_key_bytes = 4096;
+  size_t max_value_bytes = size_t{64} << 20;
+  size_t max_held_bytes = size_t{512} << 20;  // keys and values stored, and values being received
+  int max_connections = 0;                     // 0: half this process's file descriptor limit
+  // A connection that has not said HELLO (with the right token) by then is closed.
+  std::chrono::milliseconds handshake_timeout{10000};
+};
+
 class TcpStore : public gloo::rendezvous::Store {
 public:
-  // With `host_server`, first starts the server on `port` (all interfaces). Then connects to
-  // host:port, retrying until `timeout` (rank 0 may start last). Every blocking call below waits
-  // at most `timeout` and then throws an sg::Error naming the key and the address.
-  TcpStore(const std::string& host, int port, bool host_server, std::chrono::milliseconds timeout);
+  // With `host_server`, first starts the server on host:port (`host` must be an address of this
+  // machine; the server listens there only). Then connects to host:port, retrying until
+  // `timeout` (rank 0 may start last), and presents `token`, which must equal the server's.
+  // Every call below waits at most `timeout` (plus, for a get, the time the server is asked to
+  // wait) and then throws an sg::Error naming the key and the address; after such a failure
+  // the connection is unusable and every later call throws.
+  TcpStore(const std::string& host, int port, bool host_server, std::chrono::milliseconds timeout,
+           const std::string& token = "", const TcpStoreLimits& limits = {});
   ~TcpStore() override;
   TcpStore(const TcpStore&) = delete;
   TcpStore& operator=(const TcpStore&) = delete;
@@ -36,7 +60,8 @@ public:
   // Whether every key exists now (no waiting).
   bool check(const std::vector<std::string>& keys);
   // Tells the server that this connection is rank `rank`: when it closes (this process ends,
-  // however it ends), the server sets "departed/<rank>" (Note [Departure marks]).
+  // however it ends), the server sets "departed/<rank>" (Note [Departure marks] in
+  // dist/tcp_store_server.cpp).
   void register_rank(int rank);
 
   void set_timeout(std::chrono::milliseconds timeout) { timeout_ = timeout; }
@@ -44,15 +69,22 @@ public:
   const std::string& address() const { return address_; }  // "host:port", for messages
 
 private:
-  class Server;
-  // Sends one request and reads the reply under the connection's lock.
-  std::vector<char> call(const std::vector<char>& request, const std::string& key);
+  void connect_and_greet(const std::string& host, int port, const std::string& token);
+  // Sends one request and reads its reply under the connection's lock; `server_wait` is how long
+  // the server may hold the reply back (a get's wait).
+  std::vector<char> call(const std::vector<char>& request, const std::string& key,
+                         std::chrono::milliseconds server_wait = std::chrono::milliseconds(0));
 
-  std::unique_ptr<Server> server_;
+  std::unique_ptr<TcpStoreServer> server_;
   std::string address_;
   int socket_ = -1;
   std::mutex mutex_;
+  std::string broken_;  // why the connection is unusable; empty while it works
   std::chrono::milliseconds timeout_;
+  TcpStoreLimits limits_;
 };
+
+// The token a job's store clients present (SG_STORE_TOKEN; empty when unset).
+std::string store_token_from_environment();
 
 }  // namespace sg::dist

@@ -1,6 +1,7 @@
 // One rank of tests/test_dist_collectives.cpp. Usage: dist_worker_collectives <scenario>
 // Exit codes: 0 all checks passed, 1 a result was wrong (printed), 3 an sg::Error (printed).
 #include <chrono>
+#include <csignal>
 #include <cmath>
 #include <cstdio>
 #include <iostream>
@@ -34,6 +35,11 @@ int main(int argc, char** argv) {
     } else if (scenario == "dies") {
       group.barrier()->wait();
       if (group.rank() == 1) std::_Exit(9);  // gone, mid-run, without a goodbye
+      Tensor t = ones({10});
+      group.all_reduce(t)->wait();
+    } else if (scenario == "rank0_freezes") {
+      group.barrier()->wait();
+      if (group.rank() == 0) ::raise(SIGSTOP);  // frozen, as by a debugger or a hung machine; the test kills it
       Tensor t = ones({10});
       group.all_reduce(t)->wait();
     } else if (scenario == "late") {

@@ -5,7 +5,8 @@
 //   fail RANK CODE         rank RANK exits with CODE; the others print "ready" and sleep
 //   crash RANK ATTEMPTS    prints "attempt A port P"; while SG_RESTART_COUNT < ATTEMPTS, rank RANK
 //                          kills itself with SIGKILL and the others sleep; later attempts exit 0
-//   wait-for-signal        print "ready", then "got signal N" and exit 0 on SIGTERM / SIGINT
+//   wait-for-signal        print "ready", then "got signal N" and exit 0 on SIGTERM / SIGINT /
+//                          SIGHUP / SIGQUIT
 //   ignore-sigterm         ignore SIGTERM, print "ready" and sleep
 // Sleeps are bounded (30 s), so a test that fails cannot leave workers behind for long.
 #include <unistd.h>
@@ -46,7 +47,7 @@ int main(int argc, char** argv) {
   const int rank = env_int("RANK");
   if (mode == "env") {
     for (const char* name : {"RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK", "MASTER_ADDR",
-                             "MASTER_PORT", "SG_RESTART_COUNT", "SG_MAX_RESTARTS", "SG_PROBE_INHERITED"}) {
+                             "MASTER_PORT", "SG_RESTART_COUNT", "SG_MAX_RESTARTS", "SG_STORE_TOKEN", "SG_PROBE_INHERITED"}) {
       const char* value = std::getenv(name);
       std::printf("%s=%s\n", name, value ? value : "(unset)");
     }
@@ -74,8 +75,7 @@ int main(int argc, char** argv) {
     return 0;
   }
   if (mode == "wait-for-signal") {
-    std::signal(SIGTERM, report_signal);
-    std::signal(SIGINT, report_signal);
+    for (const int signal : {SIGTERM, SIGINT, SIGHUP, SIGQUIT}) std::signal(signal, report_signal);
     ready_then_sleep();
     return 0;
   }

@@ -31,6 +31,16 @@ TEST_CASE("a rank that exits mid-run makes the others fail promptly, naming it")
   CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(15));
 }
 
+TEST_CASE("a frozen rank 0, which hosts the store, makes the others fail within the timeout instead of hanging") {
+  // Rank 1 must fail by itself: were it to hang, the harness would kill it at the time limit (exit -1).
+  const auto result = test::run_ranks(SG_DIST_WORKER_COLLECTIVES, 2, {"rank0_freezes"}, {{"SG_DIST_TIMEOUT", "1"}}, 8);
+  INFO(result.summary());
+  CHECK(result.exit_code(1) == 3);
+  CHECK(contains(result.output(1), "did not answer within 1000 ms"));
+  CHECK(contains(result.output(1), "may be frozen"));
+  CHECK(result.exit_code(0) == -1);  // still stopped at the time limit, then killed by the harness
+}
+
 TEST_CASE("a rank that never reaches a collective: the others time out naming it and the collective") {
   const auto result = test::run_ranks(SG_DIST_WORKER_COLLECTIVES, 2, {"late"}, {{"SG_DIST_TIMEOUT", "1"}});
   INFO(result.summary());

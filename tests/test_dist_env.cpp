@@ -176,6 +176,31 @@ TEST_CASE("a missing or malformed variable is an error naming it") {
                        doctest::Contains("MASTER_PORT=70000 is not a TCP port"), Error);
 }
 
+TEST_CASE("SG_DIST_TIMEOUT is a finite number of seconds up to one week; anything else is an error naming it") {
+  const auto timeout = [](const std::string& value) {
+    return timeout_from_environment([&](const std::string& name) -> std::optional<std::string> {
+      return name == "SG_DIST_TIMEOUT" ? std::optional<std::string>(value) : std::nullopt;
+    });
+  };
+  CHECK(!timeout_from_environment([](const std::string&) { return std::nullopt; }).has_value());
+  CHECK(timeout("20") == std::chrono::seconds(20));
+  CHECK(timeout("0.5") == std::chrono::milliseconds(500));
+  CHECK(timeout("604800") == std::chrono::hours(7 * 24));
+  for (const char* bad : {"inf", "nan", "1e10", "604801", "0", "-1", "10s", " 5", "+5", ""}) {
+    const std::string expected =
+        "SG_DIST_TIMEOUT='" + std::string(bad) + "' is not a number of seconds in (0, 604800] (at most one week)";
+    CHECK_THROWS_WITH_AS(timeout(bad), doctest::Contains(expected.c_str()), Error);
+  }
+  // init_process_group reads it before it starts anything.
+  InitOptions one_process;
+  one_process.rank = 0;
+  one_process.world_size = 1;
+  ::setenv("SG_DIST_TIMEOUT", "inf", 1);
+  CHECK_THROWS_WITH_AS(init_process_group(one_process), doctest::Contains("SG_DIST_TIMEOUT='inf'"), Error);
+  ::unsetenv("SG_DIST_TIMEOUT");
+  CHECK_FALSE(is_initialized());
+}
+
 TEST_CASE("the Accelerator joins a process group from Slurm's variables as it does from sgrun's") {
   REQUIRE(std::getenv("RANK") == nullptr);  // only Slurm's variables below
   const std::string port = std::to_string(find_free_port());

@@ -16,6 +16,7 @@
 #include <sstream>
 #include <map>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "dist/launcher.h"
@@ -169,6 +170,35 @@ std::vector<std::string> lines_of(const std::string& text, int rank) {
 
 bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
 
+// The processes whose parent is `parent` (read from /proc/<pid>/stat: "pid (name) state ppid ...").
+std::vector<pid_t> children_of(pid_t parent) {
+  std::vector<pid_t> children;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
+    const std::string name = entry.path().filename().string();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::ifstream stat(entry.path() / "stat");
+    std::string line;
+    std::getline(stat, line);
+    const size_t close = line.rfind(')');
+    if (close == std::string::npos) continue;
+    std::istringstream rest(line.substr(close + 2));
+    char state = 0;
+    pid_t ppid = 0;
+    rest >> state >> ppid;
+    if (ppid == parent) children.push_back(std::stoi(name));
+  }
+  return children;
+}
+
+// Whether process `pid` is gone: reaped, or a zombie that only waits for its new parent to reap it.
+bool is_gone(pid_t pid) {
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  if (!std::getline(stat, line)) return true;
+  const size_t close = line.rfind(')');
+  return close != std::string::npos && close + 2 < line.size() && line[close + 2] == 'Z';
+}
+
 }  // namespace
 
 // ---- LinePrefixer ----
@@ -266,8 +296,31 @@ TEST_CASE("sgrun gives each worker its rank, the world and the master address; t
           std::vector<std::string>{"RANK=" + std::to_string(rank), "LOCAL_RANK=" + std::to_string(local_rank),
                                    "WORLD_SIZE=6", "LOCAL_WORLD_SIZE=2", "GROUP_RANK=1", "MASTER_ADDR=10.1.2.3",
                                    "MASTER_PORT=23456", "SG_RESTART_COUNT=0", "SG_MAX_RESTARTS=0",
-                                   "SG_PROBE_INHERITED=yes"});
+                                   "SG_STORE_TOKEN=(unset)", "SG_PROBE_INHERITED=yes"});
   }
+  // Several nodes cannot agree on a token by themselves: sgrun says that the store is open.
+  CHECK(contains(run.err, "SG_STORE_TOKEN is not set"));
+}
+
+TEST_CASE("on one node sgrun gives all workers one random store token per job; a token it is given passes on") {
+  const auto tokens_of = [](const Finished& run) {
+    std::vector<std::string> tokens;
+    for (const std::string& line : lines_of(run.out, -1))
+      if (const size_t at = line.find("SG_STORE_TOKEN="); at != std::string::npos) tokens.push_back(line.substr(at + 15));
+    return tokens;
+  };
+  const std::vector<std::string> first = tokens_of(run_sgrun({"--nproc-per-node", "2", SG_LAUNCHER_PROBE, "env"}));
+  const std::vector<std::string> second = tokens_of(run_sgrun({"--nproc-per-node", "2", SG_LAUNCHER_PROBE, "env"}));
+  REQUIRE(first.size() == 2);
+  REQUIRE(second.size() == 2);
+  CHECK(first[0] == first[1]);
+  CHECK(first[0].size() == 32);  // 128 random bits in hex
+  CHECK(first[0] != second[0]);
+  const Finished given = run_sgrun({"--nproc-per-node", "2", "--nnodes", "2", "--master-addr", "127.0.0.1",
+                                    SG_LAUNCHER_PROBE, "env"},
+                                   {"SG_STORE_TOKEN=shared-by-all-nodes"});
+  CHECK(tokens_of(given) == std::vector<std::string>{"shared-by-all-nodes", "shared-by-all-nodes"});
+  CHECK_FALSE(contains(given.err, "SG_STORE_TOKEN is not set"));
 }
 
 TEST_CASE("sgrun prefixes every line of every worker, on stdout and stderr") {
@@ -324,8 +377,8 @@ TEST_CASE("with restarts used up sgrun exits with the last failure's code") {
   CHECK(contains(run.err, "no restarts left (--max-restarts 1)"));
 }
 
-TEST_CASE("sgrun forwards SIGTERM and SIGINT to every worker and exits with 128 + the signal") {
-  for (const int signal : {SIGTERM, SIGINT}) {
+TEST_CASE("sgrun forwards SIGTERM, SIGINT, SIGHUP and SIGQUIT to every worker and exits with 128 + the signal") {
+  for (const int signal : {SIGTERM, SIGINT, SIGHUP, SIGQUIT}) {
     CAPTURE(signal);
     Sgrun sgrun({"--nproc-per-node", "2", SG_LAUNCHER_PROBE, "wait-for-signal"});
     REQUIRE(sgrun.wait_for_output("] ready", 2, 5));
@@ -337,6 +390,19 @@ TEST_CASE("sgrun forwards SIGTERM and SIGINT to every worker and exits with 128 
     CHECK(lines_of(run.out, 1).back() == got);
     CHECK(!contains(run.err, "restarting"));
   }
+}
+
+TEST_CASE("workers die with sgrun even when sgrun is killed with SIGKILL") {
+  Sgrun sgrun({"--nproc-per-node", "2", SG_LAUNCHER_PROBE, "wait-for-signal"});
+  REQUIRE(sgrun.wait_for_output("] ready", 2, 5));
+  const std::vector<pid_t> workers = children_of(sgrun.pid());
+  REQUIRE(workers.size() == 2);
+  sgrun.send(SIGKILL);  // no handler runs: the kernel itself must take the workers down
+  const auto deadline = seconds_from_now(3);
+  while (!(is_gone(workers[0]) && is_gone(workers[1])) && Clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  CHECK(is_gone(workers[0]));
+  CHECK(is_gone(workers[1]));
 }
 
 TEST_CASE("workers that ignore SIGTERM get SIGKILL after the grace period") {
@@ -365,28 +431,6 @@ TEST_CASE("sgrun reports bad flags and a program that cannot start") {
 }
 
 #ifdef SG_TRAIN_CNN
-namespace {
-// The processes whose parent is `parent` (read from /proc/<pid>/stat: "pid (name) state ppid ...").
-std::vector<pid_t> children_of(pid_t parent) {
-  std::vector<pid_t> children;
-  for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
-    const std::string name = entry.path().filename().string();
-    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
-    std::ifstream stat(entry.path() / "stat");
-    std::string line;
-    std::getline(stat, line);
-    const size_t close = line.rfind(')');
-    if (close == std::string::npos) continue;
-    std::istringstream rest(line.substr(close + 2));
-    char state = 0;
-    pid_t ppid = 0;
-    rest >> state >> ppid;
-    if (ppid == parent) children.push_back(std::stoi(name));
-  }
-  return children;
-}
-}  // namespace
-
 TEST_CASE("train_cnn under sgrun survives a worker killed with SIGKILL: the group restarts and resumes from its snapshot") {
   const std::string snapshot = "test_launcher_snapshot.safetensors";
   std::filesystem::remove(snapshot);
