@@ -1,5 +1,6 @@
-# SG_CUDA=AUTO turns the CUDA backend on when nvcc is found (BUILD-NOTES: check_language, never
-# a hard project(LANGUAGES CUDA), which fails on machines without nvcc). The backend's sources
+# SG_CUDA=AUTO turns the CUDA backend on when nvcc is found (check_language, never a hard
+# project(LANGUAGES CUDA), which fails on machines without nvcc; check_language finds nvcc only
+# through PATH, $CUDACXX or CMAKE_CUDA_COMPILER, hence the default path below). The backend's sources
 # are core/cuda/*.cu and *.cpp (and dist/'s NCCL process group); a CPU-only build compiles
 # core/cuda/no_cuda.cpp instead, which answers "not available" (core/cuda/runtime.h).
 set(SG_CUDA_ENABLED OFF)
@@ -23,13 +24,14 @@ if(SG_CUDA_ENABLED)
   set(CMAKE_CUDA_RUNTIME_LIBRARY Shared)  # else CMake links the static and the shared runtime
   enable_language(CUDA)
   # C++20 as the .cpp files: .cu files include core headers (defaulted operator==, ...). CMake
-  # 3.25 knows no nvcc flag for it (BUILD-NOTES), so it is named here.
+  # 3.25 knows no nvcc flag for C++20 (CUDA20 has no compile option there), so it is named here.
   set(CMAKE_CUDA20_STANDARD_COMPILE_OPTION "-std=c++20")
   set(CMAKE_CUDA20_EXTENSION_COMPILE_OPTION "-std=c++20")
   set(CMAKE_CUDA_STANDARD 20)
   set(CMAKE_CUDA_STANDARD_REQUIRED ON)
   find_package(CUDAToolkit REQUIRED)
-  # cuDNN and NCCL ship no CMake config (BUILD-NOTES).
+  # cuDNN and NCCL ship no CMake config file, so they are found by header and library name next
+  # to the toolkit's.
   find_path(SG_CUDNN_INCLUDE_DIR cudnn.h HINTS ${CUDAToolkit_INCLUDE_DIRS} REQUIRED)
   find_library(SG_CUDNN_LIBRARY cudnn HINTS ${CUDAToolkit_LIBRARY_DIR} REQUIRED)
   find_path(SG_NCCL_INCLUDE_DIR nccl.h HINTS ${CUDAToolkit_INCLUDE_DIRS} REQUIRED)

@@ -140,7 +140,8 @@ ProcessGroupGloo::ProcessGroupGloo(std::shared_ptr<TcpStore> store, int rank, in
                                    std::chrono::milliseconds timeout, bool debug)
     : ProcessGroup(rank, size), store_(std::move(store)), timeout_(timeout), debug_(debug) {
   auto context = std::make_shared<gloo::rendezvous::Context>(rank, size);
-  // Before connecting: Gloo's pairs keep the timeout they were connected with (BUILD-NOTES.md).
+  // Before connecting: Gloo's pairs keep the timeout they were connected with (its old-style
+  // algorithms read the pair's, frozen at connectFullMesh).
   context->setTimeout(timeout);
   gloo::rendezvous::PrefixStore prefixed("gloo", *store_);
   auto device = make_device(store_->address().substr(0, store_->address().rfind(':')));

@@ -3,7 +3,7 @@
 //          codes and output), TempDir, read_text — what the multi-process tests share.
 //
 // Workers are separate executables started with posix_spawn: a child fork()ed after OpenMP was
-// used would hang at its first parallel region (BUILD-NOTES.md).
+// used would hang at its first parallel region (libgomp).
 #include <string>
 #include <utility>
 #include <vector>

@@ -16,8 +16,8 @@ namespace {
 // Note [Choosing a cuDNN convolution algorithm]
 // The _v7 heuristics rank the algorithms that fit the shapes without running them (the Find
 // functions would time each one on the GPU at every new shape). We take the best-ranked one that
-// is deterministic — the same inputs then give the same bits, as on the CPU (DESIGN.md:
-// Determinism) — and fall back to the best-ranked one at all only when none is. Math: 16-bit
+// is deterministic — the same inputs then give the same bits, as on the CPU (docs/tensor.md,
+// Threads and determinism) — and fall back to the best-ranked one at all only when none is. Math: 16-bit
 // inputs may use tensor cores (f32 accumulation either way); f32 uses plain FMA unless TF32 is
 // allowed (cuda::set_allow_tf32), even where the heuristic proposed a tensor-core variant, as
 // PyTorch does.

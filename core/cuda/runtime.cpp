@@ -20,8 +20,8 @@ void throw_cuda_error(cudaError_t status, const char* call, const char* file, in
 
 namespace {
 // Asked once: the driver's answer does not change while the process runs. Without a GPU (or
-// without a driver) cudaGetDeviceCount fails and leaves the count unset (BUILD-NOTES), so the
-// count starts at 0 and any error means "no GPU".
+// without a driver) cudaGetDeviceCount fails (error 35, insufficient driver) and leaves the
+// count unset, so the count starts at 0 and any error means "no GPU".
 struct Probe {
   int count = 0;
   std::string reason;
