@@ -1,16 +1,12 @@
-// GEMM throughput: syncgrad's matmul (public API) against OpenBLAS called directly and against
-// Eigen's own product, f32 square n x n, on 1 and 2 threads, all measured in one run and
+// GEMM throughput: syncgrad's matmul (public API) against the BLAS kernel it chose for this CPU
+// called directly (core/cpu/blas.h) and against Eigen's own product, f32 square n x n, on 1 and 2 threads, all measured in one run and
 // interleaved so that load from other processes hits every implementation alike.
 // Prints a table, then one JSON object per measurement. docs/performance.md explains the numbers.
 //
 //   ./build/bench/bench_gemm [--sizes 256,512,1024,2048] [--threads 1,2]
-#include <cblas.h>  // defines: cblas_sgemm, openblas_get_corename
-
 #include <Eigen/Core>  // defines: Eigen::MatrixXf
 
 #include <algorithm>
-
-#include "parse_list.h"
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -21,6 +17,8 @@
 #include <string>
 #include <vector>
 
+#include "core/cpu/blas.h"  // defines: blas_sgemm, blas_description
+#include "parse_list.h"
 #include "syncgrad.h"
 
 namespace {
@@ -116,7 +114,11 @@ int main(int argc, char** argv) {
   const Peak peak = read_peak();
   std::printf("CPU: %s, %.2f GHz (cpu MHz), %s = %d f32 FLOPs/cycle/core\n", peak.model.c_str(), peak.ghz,
               peak.isa.c_str(), peak.flops_per_cycle);
-  std::printf("OpenBLAS: %s (core %s)\n", openblas_get_config(), openblas_get_corename());
+  std::printf("BLAS: %s\n", sg::cpu::blas_description().c_str());
+  if (!sg::cpu::blas_available()) {
+    std::printf("no BLAS library to time directly: syncgrad's GEMM is Eigen's here\n");
+    return 1;
+  }
   std::printf("f32 C = A B, n x n, median of %d samples; GFLOP/s = 2 n^3 / seconds\n", kSamples);
   std::printf("load average (1 min) at start: %s\n\n", load_average().c_str());
 
@@ -133,7 +135,7 @@ int main(int argc, char** argv) {
       const float* pb = b.data_ptr<float>();
       std::map<std::string, Timer> timers;
       timers["openblas"].fn = [&] {
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0f, pa, n, pb, n, 0.0f, c.data(), n);
+        sg::cpu::blas_sgemm(false, false, n, n, n, 1.0f, pa, n, pb, n, 0.0f, c.data(), n);
       };
       timers["syncgrad"].fn = [&] { sg::matmul(a, b); };
       timers["eigen"].fn = [&] { ec.noalias() = ea * eb; };

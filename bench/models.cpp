@@ -14,6 +14,7 @@
 #include <cstdio>
 #include <vector>
 
+#include "core/cpu/blas.h"
 #include "core/cuda/runtime.h"
 #include "dist/accelerator.h"
 #include "models/cnn.h"
@@ -81,6 +82,7 @@ int run(const Options& options) {
   accelerator.print(options.model, " batch ", options.batch, " x ", processes, " process(es) x ", options.threads,
                     " thread(s) on ", accelerator.device(), ": ", ms, " ms/step (median of ", options.steps, "), ",
                     images_per_second, " img/s");
+  if (!on_gpu) accelerator.print("GEMM: ", sg::cpu::blas_description());
   if (ddp != nullptr)
     accelerator.print("DDP: backward ", median(backward), " ms/step; all-reduce ", median(all_reduce),
                       " ms/step on the communication thread, of which backward waited ", median(ddp_wait),

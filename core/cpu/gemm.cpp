@@ -1,7 +1,6 @@
-// The CPU GEMM. f32 and f64 call OpenBLAS (docs/performance.md measures why OpenBLAS and not
-// Eigen); f16 and bf16 are computed in f32 and rounded once; integers use Eigen's product.
-#include <cblas.h>  // defines: cblas_sgemm, cblas_dgemm, blasint
-
+// The CPU GEMM. f32 and f64 call OpenBLAS with the kernels chosen for this CPU (core/cpu/blas.h;
+// docs/performance.md measures why OpenBLAS and not Eigen); f16 and bf16 are computed in f32 and
+// rounded once; integers, and every dtype where OpenBLAS is not available, use Eigen's product.
 #include <Eigen/Core>  // defines: Eigen::Map, Eigen::Matrix, Eigen::Stride
 
 #include <algorithm>
@@ -10,6 +9,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "core/cpu/blas.h"
 #include "core/factory.h"
 #include "core/kernels/gemm.h"
 #include "core/kernels/pointwise.h"
@@ -108,15 +108,13 @@ void for_each_matrix(const Tensor& out, const Tensor& a, const Tensor& b, const 
   }
 }
 
-void blas_gemm(bool trans_a, bool trans_b, blasint m, blasint n, blasint k, float alpha, const float* a, blasint lda,
-               const float* b, blasint ldb, float beta, float* c, blasint ldc) {
-  cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans, m, n, k, alpha,
-              a, lda, b, ldb, beta, c, ldc);
+void blas_gemm(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const float* a, int lda, const float* b,
+               int ldb, float beta, float* c, int ldc) {
+  blas_sgemm(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
-void blas_gemm(bool trans_a, bool trans_b, blasint m, blasint n, blasint k, double alpha, const double* a, blasint lda,
-               const double* b, blasint ldb, double beta, double* c, blasint ldc) {
-  cblas_dgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans, m, n, k, alpha,
-              a, lda, b, ldb, beta, c, ldc);
+void blas_gemm(bool trans_a, bool trans_b, int m, int n, int k, double alpha, const double* a, int lda,
+               const double* b, int ldb, double beta, double* c, int ldc) {
+  blas_dgemm(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 
 void gemm_through_temporary(const Tensor& out, const Tensor& a, const Tensor& b, double alpha, double beta, DType dtype);
@@ -128,21 +126,21 @@ void gemm_blas(const Tensor& out, const Tensor& a_in, const Tensor& b_in, double
   const Tensor b = matrix_layout(b_in) ? b_in : compact_copy(b_in, b_in.dtype());
   const MatrixLayout la = *matrix_layout(a), lb = *matrix_layout(b), lc = *matrix_layout(out);
   for (int64_t value : {out.size(-2), out.size(-1), a.size(-1), la.ld, lb.ld, lc.ld})
-    SG_CHECK(value <= std::numeric_limits<blasint>::max(), "gemm: dimension or leading dimension ", value,
+    SG_CHECK(value <= std::numeric_limits<int>::max(), "gemm: dimension or leading dimension ", value,
              " exceeds the BLAS integer range (a ", shape_str(a.sizes()), ", b ", shape_str(b.sizes()), ")");
-  const blasint m = static_cast<blasint>(out.size(-2)), n = static_cast<blasint>(out.size(-1)),
-                k = static_cast<blasint>(a.size(-1));
+  const int m = static_cast<int>(out.size(-2)), n = static_cast<int>(out.size(-1)), k = static_cast<int>(a.size(-1));
   const T* a_data = a.data_ptr<T>();
   const T* b_data = b.data_ptr<T>();
   T* out_data = out.data_ptr<T>();
   for_each_matrix(out, a, b, [&](int64_t a_offset, int64_t b_offset, int64_t out_offset) {
-    blas_gemm(la.transposed, lb.transposed, m, n, k, static_cast<T>(alpha), a_data + a_offset,
-              static_cast<blasint>(la.ld), b_data + b_offset, static_cast<blasint>(lb.ld), static_cast<T>(beta),
-              out_data + out_offset, static_cast<blasint>(lc.ld));
+    blas_gemm(la.transposed, lb.transposed, m, n, k, static_cast<T>(alpha), a_data + a_offset, static_cast<int>(la.ld),
+              b_data + b_offset, static_cast<int>(lb.ld), static_cast<T>(beta), out_data + out_offset,
+              static_cast<int>(lc.ld));
   });
 }
 
-// Integer products are not on any model's hot path; Eigen reads every stride directly.
+// Integer products are not on any model's hot path; Eigen reads every stride directly. Also the
+// f32/f64 path where OpenBLAS is not there (or SG_BLAS=eigen).
 template <typename T>
 void gemm_eigen(const Tensor& out, const Tensor& a, const Tensor& b, double alpha, double beta) {
   using Matrix = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
@@ -197,7 +195,8 @@ void gemm(const Tensor& out, const Tensor& a, const Tensor& b, double alpha, dou
   }
   SG_DISPATCH_NUMERIC(out.dtype(), "gemm", [&]<typename T>() {
     if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
-      gemm_blas<T>(out, a, b, alpha, beta);
+      if (blas_available()) gemm_blas<T>(out, a, b, alpha, beta);
+      else gemm_eigen<T>(out, a, b, alpha, beta);
     } else if constexpr (std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>) {
       gemm_through_temporary(out, a, b, alpha, beta, DType::f32);
     } else {
