@@ -2,15 +2,17 @@
 // The umbrella header: everything a program needs to use syncgrad.
 #include "amp/autocast.h"            // defines: amp::AutocastGuard
 #include "amp/grad_scaler.h"         // defines: amp::GradScaler
-#include "autograd/grad_mode.h"      // defines: NoGradGuard, GradMode
+#include "autograd/grad_mode.h"      // defines: NoGradGuard, GradModeGuard, GradMode
 #include "autograd/gradcheck.h"      // defines: gradcheck
 #include "autograd/ops_conv.h"       // defines: conv2d, max_pool2d, avg_pool2d, adaptive_avg_pool2d
 #include "autograd/ops_index.h"      // defines: cat, stack, split, gather, embedding, ...
 #include "autograd/ops_linalg.h"     // defines: matmul, mm, bmm, addmm, linear
 #include "autograd/ops_norm.h"       // defines: batch_norm, layer_norm
 #include "autograd/ops_pointwise.h"  // defines: add, mul, exp, relu, where, ...
+#include "autograd/ops_random.h"     // defines: multinomial
 #include "autograd/ops_reduce.h"     // defines: sum, mean, max, var, softmax, ...
 #include "autograd/ops_shape.h"      // defines: reshape, permute, slice, ...
+#include "autograd/ops_sort.h"       // defines: sort, argsort, topk
 #include "core/cuda/event.h"         // defines: cuda::Event (timing GPU work)
 #include "core/cuda/runtime.h"       // defines: cuda::is_available, device_count, memory_stats, empty_cache
 #include "core/factory.h"            // defines: zeros, ones, randn, arange, tensor, ...
@@ -34,6 +36,7 @@
 #include "nn/container.h"            // defines: nn::Sequential, nn::ModuleList
 #include "nn/conv.h"                  // defines: nn::Conv2d
 #include "nn/dropout.h"              // defines: nn::Dropout
+#include "nn/embedding.h"            // defines: nn::Embedding
 #include "nn/functional.h"           // defines: nn::functional::cross_entropy, nll_loss, mse_loss, dropout
 #include "nn/init.h"                 // defines: nn::init::kaiming_uniform_, xavier_normal_, ...
 #include "nn/layernorm.h"            // defines: nn::LayerNorm

@@ -8,6 +8,9 @@
 
 #include "autograd/autocast_policy.h"
 #include "autograd/function.h"
+#include "autograd/grad_mode.h"
+#include "autograd/ops_pointwise.h"
+#include "autograd/ops_reduce.h"
 #include "autograd/ops_shape.h"
 #include "core/factory.h"
 #include "core/kernels/index.h"
@@ -271,26 +274,57 @@ Tensor scatter_add(const Tensor& x, int64_t dim, const Tensor& index, const Tens
   });
 }
 
-Tensor embedding(const Tensor& weight, const Tensor& indices) {
-  check_index_dtype(indices, "embedding");
-  check_same_device(weight, indices, "embedding");
-  SG_CHECK(weight.dim() == 2, "embedding: weight must be 2-D [num_embeddings, embedding_dim], got shape ",
+namespace {
+// What embedding and embedding_renorm_ check: a 2-D weight and indices into its rows.
+void check_embedding_inputs(const Tensor& weight, const Tensor& indices, const char* op_name) {
+  check_index_dtype(indices, op_name);
+  check_same_device(weight, indices, op_name);
+  SG_CHECK(weight.dim() == 2, op_name, ": weight must be 2-D [num_embeddings, embedding_dim], got shape ",
            shape_str(weight.sizes()));
-  check_index_range(indices, weight.size(0), "embedding",
+  check_index_range(indices, weight.size(0), op_name,
                     detail::concat("num_embeddings of weight ", shape_str(weight.sizes())));
+}
+}  // namespace
+
+std::optional<int64_t> wrap_padding_idx(std::optional<int64_t> padding_idx, int64_t num_embeddings,
+                                        const char* op_name) {
+  if (!padding_idx) return std::nullopt;
+  SG_CHECK(*padding_idx >= -num_embeddings && *padding_idx < num_embeddings, op_name, ": padding_idx ", *padding_idx,
+           " is out of range for num_embeddings ", num_embeddings);
+  return *padding_idx < 0 ? *padding_idx + num_embeddings : *padding_idx;
+}
+
+Tensor embedding(const Tensor& weight, const Tensor& indices, std::optional<int64_t> padding_idx) {
+  check_embedding_inputs(weight, indices, "embedding");
+  padding_idx = wrap_padding_idx(padding_idx, weight.size(0), "embedding");
   const Tensor flat = reshape(indices, {-1});
   const int64_t count = flat.numel(), embedding_dim = weight.size(1);
   Tensor rows = empty({count, embedding_dim}, {weight.dtype(), weight.device()});
   kernels::index_select(rows, weight, 0, flat);
   Shape shape = indices.sizes();
   shape.push_back(embedding_dim);
-  // d out / d weight: each looked-up row's gradient adds into its weight row (repeated ids sum)
+  // d out / d weight: each looked-up row's gradient adds into its weight row (repeated ids sum);
+  // the padding row's gradient is zero
   return record("EmbeddingBackward", reshape(rows, shape), {weight},
-                [weight_shape = weight.sizes(), saved_flat = SavedTensor(flat), count](const Tensor& g, const NeedsGrad&) {
+                [weight_shape = weight.sizes(), saved_flat = SavedTensor(flat), count, padding_idx](
+                    const Tensor& g, const NeedsGrad&) {
                   Tensor grad = zeros(weight_shape, {g.dtype(), g.device()});
                   kernels::index_add(grad, 0, saved_flat.get(), reshape(g, {count, weight_shape[1]}));
+                  if (padding_idx) kernels::fill(narrow(grad, 0, *padding_idx, 1), 0.0);
                   return TensorList{grad};
                 });
+}
+
+Tensor& embedding_renorm_(Tensor& weight, const Tensor& indices, double max_norm, double norm_type) {
+  check_embedding_inputs(weight, indices, "embedding_renorm_");
+  NoGradGuard no_grad;  // a change of the table's values, like an optimizer step: not part of the graph
+  const Tensor flat = reshape(indices, {-1});
+  const Tensor lookups = zeros({weight.size(0), 1}, {DType::i64, weight.device()});  // per row
+  kernels::index_add(lookups, 0, flat, ones({flat.numel(), 1}, {DType::i64, weight.device()}));
+  // Rows that are not looked up count as norm 0, so they are left as they are (scaled by 1).
+  const Tensor norms = where(gt(lookups, 0.0), norm(weight, norm_type, {1}, /*keepdim=*/true), 0.0);
+  weight.mul_(where(gt(norms, max_norm), max_norm / (norms + 1e-7), 1.0));
+  return weight;
 }
 
 Tensor one_hot(const Tensor& indices, int64_t num_classes) {

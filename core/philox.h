@@ -1,7 +1,7 @@
 #pragma once
 // defines: PhiloxBlock, philox4x32_10, uniform_float, uniform_double, RandomDraw and the draw
 //          transforms of the random fills (math::draw_uniform, draw_normal, draw_randint,
-//          draw_bernoulli, draw) —
+//          draw_bernoulli, draw) and of multinomial (math::draw_category) —
 //          compiled for the host and for the GPU (SG_HOST_DEVICE), so that a fill on either
 //          computes the same numbers from the same (seed, counter).
 //
@@ -83,6 +83,23 @@ SG_HOST_DEVICE inline int64_t draw_randint(int half, const PhiloxBlock& block, i
 
 SG_HOST_DEVICE inline double draw_bernoulli(int half, const PhiloxBlock& block, double p) {
   return uniform01(half, block) < p ? 1.0 : 0.0;
+}
+
+// A category in [0, n) drawn with probability proportional to its weight, from the running sums
+// of the weights, cdf[i] = w[0] + ... + w[i] (cdf[n - 1] > 0): the first i with cdf[i] > u * total.
+// A category of weight 0 does not raise the running sum, so no u lands on it.
+SG_HOST_DEVICE inline int64_t draw_category(int half, const PhiloxBlock& block, const double* cdf, int64_t n) {
+  using std::fmin; using std::nextafter;
+  const double total = cdf[n - 1];
+  // u < 1, but u * total can round up to total; the largest double below it stays in range.
+  const double target = fmin(uniform01(half, block) * total, nextafter(total, 0.0));
+  int64_t low = 0, high = n - 1;  // binary search: the answer is always in [low, high]
+  while (low < high) {
+    const int64_t middle = low + (high - low) / 2;
+    if (cdf[middle] > target) high = middle;
+    else low = middle + 1;
+  }
+  return low;
 }
 
 }  // namespace math

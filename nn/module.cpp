@@ -31,9 +31,10 @@ Tensor Module::register_parameter(const std::string& name, Tensor tensor, bool r
   return tensor;
 }
 
-Tensor Module::register_buffer(const std::string& name, Tensor tensor) {
+Tensor Module::register_buffer(const std::string& name, Tensor tensor, bool persistent) {
   check_new_name(name);
   buffers_.emplace_back(name, tensor);
+  if (!persistent) non_persistent_buffers_.insert(name);
   return tensor;
 }
 
@@ -59,6 +60,15 @@ NamedTensors Module::named_parameters(bool recurse) const {
 NamedTensors Module::named_buffers(bool recurse) const {
   NamedTensors out;
   collect(&Module::buffers_, "", recurse, out);
+  return out;
+}
+
+NamedTensors Module::named_persistent_buffers() const {
+  NamedTensors out;  // in named_buffers()'s order: this module's own, then each child's
+  for (const auto& [name, tensor] : buffers_)
+    if (tensor.defined() && !non_persistent_buffers_.contains(name)) out.emplace_back(name, tensor);
+  for (const auto& [child_name, child] : children_)
+    for (auto& [name, tensor] : child->named_persistent_buffers()) out.emplace_back(child_name + "." + name, tensor);
   return out;
 }
 
@@ -124,7 +134,7 @@ void Module::to(Device device) {
 
 StateDict Module::state_dict() const {
   StateDict state;
-  for (const auto& named : {named_parameters(), named_buffers()})
+  for (const auto& named : {named_parameters(), named_persistent_buffers()})
     for (const auto& [name, tensor] : named) state[name] = tensor.detach();
   return state;
 }
@@ -142,7 +152,7 @@ Module::LoadResult Module::load_state_dict(const StateDict& state, bool strict) 
   std::vector<std::string> mismatched, mistyped;
   std::vector<std::pair<Tensor, Tensor>> copies;  // (destination, source), applied only if all checks pass
   std::set<std::string> known;
-  for (const auto& named : {named_parameters(), named_buffers()}) {
+  for (const auto& named : {named_parameters(), named_persistent_buffers()}) {
     for (const auto& [name, tensor] : named) {
       known.insert(name);
       auto it = state.find(name);

@@ -4,6 +4,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -56,7 +57,7 @@ public:
   void to(DType dtype);
   void to(Device device);
 
-  // Parameters and buffers by dotted name (detached: no history).
+  // Parameters and persistent buffers by dotted name (detached: no history).
   StateDict state_dict() const;
   struct LoadResult {
     std::vector<std::string> missing_keys;     // in the model, not in the file
@@ -72,7 +73,10 @@ public:
 
 protected:
   Tensor register_parameter(const std::string& name, Tensor tensor, bool requires_grad = true);
-  Tensor register_buffer(const std::string& name, Tensor tensor);
+  // A buffer is state that is not trained (running statistics, masks): to() moves it and
+  // buffers() lists it; a non-persistent one is also left out of state_dict() and not expected
+  // by load_state_dict() (something recomputed at construction, like a causal mask).
+  Tensor register_buffer(const std::string& name, Tensor tensor, bool persistent = true);
   template <typename M>
   std::shared_ptr<M> register_module(const std::string& name, std::shared_ptr<M> module) {
     add_child(name, module);
@@ -83,9 +87,12 @@ private:
   void add_child(const std::string& name, std::shared_ptr<Module> module);
   void check_new_name(const std::string& name) const;
   void collect(NamedTensors Module::*member, const std::string& prefix, bool recurse, NamedTensors& out) const;
+  // named_buffers() without the non-persistent ones: what state_dict() saves.
+  NamedTensors named_persistent_buffers() const;
 
   NamedTensors parameters_;
   NamedTensors buffers_;
+  std::set<std::string> non_persistent_buffers_;  // names of buffers_ kept out of state_dict()
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
   bool training_ = true;
 };

@@ -90,6 +90,31 @@ TEST_CASE("NoGradGuard records no history and restores the mode") {
   CHECK((x * 2.0).requires_grad());
 }
 
+TEST_CASE("GradModeGuard sets the mode it is given for its scope and restores the previous one") {
+  Tensor x = test::rand_input({3});
+  {
+    GradModeGuard off(false);
+    CHECK_FALSE((x * 2.0).requires_grad());
+    {
+      GradModeGuard on(true);  // inside a no-grad region, as set_grad_enabled(True) in PyTorch
+      CHECK(GradMode::is_enabled());
+      CHECK((x * 2.0).grad_fn() != nullptr);
+      {
+        NoGradGuard nested;
+        CHECK_FALSE(GradMode::is_enabled());
+      }
+      CHECK(GradMode::is_enabled());
+    }
+    CHECK_FALSE(GradMode::is_enabled());
+  }
+  CHECK(GradMode::is_enabled());
+  {
+    GradModeGuard unchanged(true);
+    CHECK(GradMode::is_enabled());
+  }
+  CHECK(GradMode::is_enabled());
+}
+
 TEST_CASE("leaves and non-leaves are told apart and detach cuts history") {
   Tensor x = test::rand_input({3});
   Tensor y = x.exp();

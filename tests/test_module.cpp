@@ -159,3 +159,36 @@ TEST_CASE("str prints the module tree") {
   Block block;
   CHECK(block.str() == "Block(\n  (first): Affine()\n  (second): Affine()\n)");
 }
+
+TEST_CASE("a non-persistent buffer is a buffer, but state_dict leaves it out and strict loading does not expect it") {
+  // A layer with a mask it rebuilds at construction, as minGPT's causal attention does.
+  struct Masked : nn::Module {
+    Tensor mask;
+    Masked() {
+      register_parameter("weight", zeros({2}));
+      mask = register_buffer("mask", ones({2, 2}).tril(), /*persistent=*/false);
+      register_buffer("count", zeros({1}));
+    }
+  };
+  struct Outer : nn::Module {
+    Outer() { register_module("inner", std::make_shared<Masked>()); }
+  };
+  Outer model;
+  CHECK(names_of(model.named_buffers()) == std::vector<std::string>{"inner.mask", "inner.count"});
+  CHECK(model.buffers().size() == 2);
+  model.to(DType::f64);  // converted with the other buffers
+  CHECK(model.buffers()[0].dtype() == DType::f64);
+
+  const nn::StateDict state = model.state_dict();
+  CHECK(state.count("inner.mask") == 0);
+  CHECK(state.count("inner.count") == 1);
+  CHECK(state.count("inner.weight") == 1);
+  Outer fresh;
+  fresh.to(DType::f64);
+  const auto result = fresh.load_state_dict(state);  // strict: nothing missing
+  CHECK(result.missing_keys.empty());
+  CHECK(result.unexpected_keys.empty());
+  auto with_mask = state;
+  with_mask["inner.mask"] = zeros({2, 2}, {DType::f64});
+  CHECK_THROWS_WITH_AS(fresh.load_state_dict(with_mask), doctest::Contains("unexpected keys: inner.mask"), Error);
+}

@@ -4,7 +4,7 @@
 
 // The device dispatch point for the random fills (see core/kernels/pointwise.cpp): each op turns
 // its arguments into a RandomDraw, reserves its Philox blocks on the host generator and fills on
-// the tensor's device.
+// the tensor's device. multinomial reserves its blocks the same way.
 namespace sg::kernels {
 
 namespace {
@@ -58,6 +58,15 @@ void bernoulli_(const Tensor& t, double p, Generator& generator) {
   RandomDraw draw{.kind = RandomDraw::Kind::bernoulli};
   draw.p = p;
   fill_random(t, generator, draw, "bernoulli_");
+}
+
+void multinomial_with_replacement(const Tensor& out, const Tensor& probs, Generator& generator) {
+  const bool on_cuda = runs_on_cuda(out.device(), "multinomial");
+  const uint64_t first = generator.reserve(static_cast<uint64_t>((out.numel() + 1) / 2));
+  if (on_cuda) {
+    if constexpr (kCudaBuild) return cuda::multinomial_with_replacement(out, probs, generator.seed(), first);
+  }
+  cpu::multinomial_with_replacement(out, probs, generator.seed(), first);
 }
 
 }  // namespace sg::kernels

@@ -1,0 +1,13 @@
+#include "core/kernels/sort.h"
+
+// The device dispatch point for the sorting kernel (see core/kernels/pointwise.cpp).
+namespace sg::kernels {
+
+void sorted_positions(const Tensor& positions, const Tensor& x, bool descending) {
+  if (runs_on_cuda(x.device(), "sort")) {
+    if constexpr (kCudaBuild) return cuda::sorted_positions(positions, x, descending);
+  }
+  cpu::sorted_positions(positions, x, descending);
+}
+
+}  // namespace sg::kernels
