@@ -51,9 +51,16 @@ void restore_entry(const std::string& path, const optim::Metadata& metadata, con
   }
 }
 
+const AcceleratorOptions& default_options() {
+  static const AcceleratorOptions options;
+  return options;
+}
+
 }  // namespace
 
-Accelerator::Accelerator() : Accelerator(AcceleratorOptions{}) {}
+// One shared default, rather than a temporary per call: GCC 12 at -O3 warns (wrongly) that the
+// temporary's strings may be used uninitialised when it is destroyed.
+Accelerator::Accelerator() : Accelerator(default_options()) {}
 
 Accelerator::Accelerator(const AcceleratorOptions& options)
     : options_(options), scaler_({.enabled = options_.mixed_precision == "f16"}) {
