@@ -44,6 +44,7 @@
 #include "nn/loss.h"                 // defines: nn::CrossEntropyLoss, nn::MSELoss
 #include "nn/module.h"               // defines: nn::Module
 #include "nn/pooling.h"               // defines: nn::MaxPool2d, nn::AvgPool2d, nn::AdaptiveAvgPool2d
+#include "nn/rmsnorm.h"              // defines: nn::RMSNorm
 #include "optim/adam.h"              // defines: Adam, AdamW
 #include "optim/checkpoint.h"        // defines: save_checkpoint, load_checkpoint
 #include "optim/clip_grad.h"         // defines: clip_grad_norm_, clip_grad_value_
