@@ -55,10 +55,20 @@ struct LaunchOptions {
 // Throws sg::Error naming the flag when the options cannot describe a run.
 void check_launch_options(const LaunchOptions& options);
 
+// torchrun's values for its flags, as sgrun accepts them (each throws naming the flag):
+// --nproc-per-node N | gpu (one per visible GPU) | cpu (one per core) | auto (gpu when there are
+// GPUs, else cpu); `gpus` and `cores` are this machine's counts.
+int parse_nproc_per_node(const std::string& value, int gpus, int cores);
+// --nnodes N, or N:N; an elastic range (1:4) is refused, saying what is supported.
+int parse_nnodes(const std::string& value);
+// --rdzv-endpoint host:port (or [v6-address]:port) as (master_addr, master_port).
+std::pair<std::string, int> parse_rendezvous_endpoint(const std::string& value);
+
 // The variables worker `local_rank` gets on top of the launcher's own environment:
 // RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE, GROUP_RANK (the node rank), MASTER_ADDR,
-// MASTER_PORT (= master_port), SG_RESTART_COUNT (= restart_count, torchrun's
-// TORCHELASTIC_RESTART_COUNT), SG_MAX_RESTARTS and, when options.store_token is set, SG_STORE_TOKEN.
+// MASTER_PORT (= master_port), SG_RESTART_COUNT (= restart_count) and SG_MAX_RESTARTS, the same
+// two under torchrun's names (TORCHELASTIC_RESTART_COUNT, TORCHELASTIC_MAX_RESTARTS) for scripts
+// written for it, and, when options.store_token is set, SG_STORE_TOKEN.
 std::vector<std::pair<std::string, std::string>> worker_environment(const LaunchOptions& options, int local_rank,
                                                                     int master_port, int restart_count);
 

@@ -47,7 +47,8 @@ int main(int argc, char** argv) {
   const int rank = env_int("RANK");
   if (mode == "env") {
     for (const char* name : {"RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK", "MASTER_ADDR",
-                             "MASTER_PORT", "SG_RESTART_COUNT", "SG_MAX_RESTARTS", "SG_STORE_TOKEN", "SG_PROBE_INHERITED"}) {
+                             "MASTER_PORT", "SG_RESTART_COUNT", "SG_MAX_RESTARTS", "TORCHELASTIC_RESTART_COUNT",
+                             "TORCHELASTIC_MAX_RESTARTS", "SG_STORE_TOKEN", "SG_PROBE_INHERITED"}) {
       const char* value = std::getenv(name);
       std::printf("%s=%s\n", name, value ? value : "(unset)");
     }

@@ -244,7 +244,9 @@ TEST_CASE("worker_environment numbers ranks across nodes as torchrun does") {
                                                   {"MASTER_ADDR", "10.0.0.7"},
                                                   {"MASTER_PORT", "23456"},
                                                   {"SG_RESTART_COUNT", "1"},
-                                                  {"SG_MAX_RESTARTS", "4"}});
+                                                  {"SG_MAX_RESTARTS", "4"},
+                                                  {"TORCHELASTIC_RESTART_COUNT", "1"},
+                                                  {"TORCHELASTIC_MAX_RESTARTS", "4"}});
   CHECK_THROWS_AS(dist::worker_environment(options, 3, 23456, 0), Error);
 }
 
@@ -296,10 +298,49 @@ TEST_CASE("sgrun gives each worker its rank, the world and the master address; t
           std::vector<std::string>{"RANK=" + std::to_string(rank), "LOCAL_RANK=" + std::to_string(local_rank),
                                    "WORLD_SIZE=6", "LOCAL_WORLD_SIZE=2", "GROUP_RANK=1", "MASTER_ADDR=10.1.2.3",
                                    "MASTER_PORT=23456", "SG_RESTART_COUNT=0", "SG_MAX_RESTARTS=0",
+                                   "TORCHELASTIC_RESTART_COUNT=0", "TORCHELASTIC_MAX_RESTARTS=0",
                                    "SG_STORE_TOKEN=(unset)", "SG_PROBE_INHERITED=yes"});
   }
   // Several nodes cannot agree on a token by themselves: sgrun says that the store is open.
   CHECK(contains(run.err, "SG_STORE_TOKEN is not set"));
+}
+
+TEST_CASE("sgrun runs torchrun's command lines as written") {
+  const Finished run = run_sgrun({"--nproc_per_node=2", "--nnodes=2:2", "--node_rank=1", "--max_restarts=0",
+                                  "--rdzv_endpoint=10.1.2.3:23456", SG_LAUNCHER_PROBE, "env"});
+  REQUIRE(run.exit_code == 0);
+  const std::vector<std::string> rank3 = lines_of(run.out, 3);
+  REQUIRE(rank3.size() > 6);
+  CHECK(rank3[0] == "RANK=3");
+  CHECK(rank3[2] == "WORLD_SIZE=4");
+  CHECK(rank3[5] == "MASTER_ADDR=10.1.2.3");
+  CHECK(rank3[6] == "MASTER_PORT=23456");
+  const Finished standalone = run_sgrun({"--standalone", "--nproc_per_node", "cpu", SG_LAUNCHER_PROBE, "env"});
+  CHECK(standalone.exit_code == 0);
+  CHECK(lines_of(standalone.out, static_cast<int>(std::thread::hardware_concurrency()) - 1).size() > 0);
+  const Finished elastic = run_sgrun({"--nnodes", "1:4", SG_LAUNCHER_PROBE, "env"});
+  CHECK(elastic.exit_code == 1);
+  CHECK(contains(elastic.err, "--nnodes 1:4 asks for an elastic job"));
+}
+
+TEST_CASE("torchrun's flag values: gpu, cpu and auto process counts, N:N nodes, host:port endpoints") {
+  CHECK(dist::parse_nproc_per_node("3", 0, 2) == 3);
+  CHECK(dist::parse_nproc_per_node("cpu", 4, 16) == 16);
+  CHECK(dist::parse_nproc_per_node("gpu", 8, 16) == 8);
+  CHECK(dist::parse_nproc_per_node("auto", 8, 16) == 8);
+  CHECK(dist::parse_nproc_per_node("auto", 0, 16) == 16);
+  CHECK_THROWS_WITH_AS(dist::parse_nproc_per_node("gpu", 0, 16), doctest::Contains("no GPU is visible"), Error);
+  CHECK_THROWS_WITH_AS(dist::parse_nproc_per_node("0", 0, 16), doctest::Contains("got '0'"), Error);
+  CHECK_THROWS_WITH_AS(dist::parse_nproc_per_node("2x", 0, 16), doctest::Contains("got '2x'"), Error);
+  CHECK(dist::parse_nnodes("2") == 2);
+  CHECK(dist::parse_nnodes("3:3") == 3);
+  CHECK_THROWS_WITH_AS(dist::parse_nnodes("1:4"), doctest::Contains("sgrun runs a fixed number of nodes"), Error);
+  CHECK_THROWS_WITH_AS(dist::parse_nnodes("two"), doctest::Contains("got 'two'"), Error);
+  CHECK(dist::parse_rendezvous_endpoint("node7:29500") == std::pair<std::string, int>{"node7", 29500});
+  CHECK(dist::parse_rendezvous_endpoint("[fe80::1]:29400") == std::pair<std::string, int>{"fe80::1", 29400});
+  CHECK_THROWS_WITH_AS(dist::parse_rendezvous_endpoint("node7"), doctest::Contains("must be host:port"), Error);
+  CHECK_THROWS_WITH_AS(dist::parse_rendezvous_endpoint("node7:99999"), doctest::Contains("no port in 1 .. 65535"),
+                       Error);
 }
 
 TEST_CASE("on one node sgrun gives all workers one random store token per job; a token it is given passes on") {
