@@ -4,6 +4,7 @@
 #include "amp/grad_scaler.h"         // defines: amp::GradScaler
 #include "autograd/grad_mode.h"      // defines: NoGradGuard, GradModeGuard, GradMode
 #include "autograd/gradcheck.h"      // defines: gradcheck
+#include "autograd/ops_attention.h"  // defines: scaled_dot_product_attention
 #include "autograd/ops_conv.h"       // defines: conv2d, max_pool2d, avg_pool2d, adaptive_avg_pool2d
 #include "autograd/ops_index.h"      // defines: cat, stack, split, gather, embedding, ...
 #include "autograd/ops_linalg.h"     // defines: matmul, mm, bmm, addmm, linear
@@ -43,6 +44,7 @@
 #include "nn/linear.h"               // defines: nn::Linear
 #include "nn/loss.h"                 // defines: nn::CrossEntropyLoss, nn::MSELoss
 #include "nn/module.h"               // defines: nn::Module
+#include "nn/multihead_attention.h"  // defines: nn::MultiheadAttention
 #include "nn/pooling.h"               // defines: nn::MaxPool2d, nn::AvgPool2d, nn::AdaptiveAvgPool2d
 #include "nn/rmsnorm.h"              // defines: nn::RMSNorm
 #include "optim/adam.h"              // defines: Adam, AdamW

@@ -30,7 +30,7 @@ enum class CastPolicy { lower_precision, fp32, promote };
 std::string_view cast_policy_name(CastPolicy policy);  // "lower_precision", "fp32", "promote"
 
 enum class AutocastOp {
-  matmul, mm, bmm, addmm, baddbmm, linear, conv2d,
+  matmul, mm, bmm, addmm, baddbmm, linear, conv2d, scaled_dot_product_attention,
   exp, log, pow, rsqrt, sum, mean, var, norm, softmax, log_softmax, logsumexp, layer_norm, batch_norm,
   cross_entropy, nll_loss, mse_loss,
   add, sub, mul, div, maximum, minimum, where, cat, stack, scatter_add,
@@ -50,6 +50,7 @@ inline constexpr std::array kAutocastRules{
     AutocastRule{AutocastOp::baddbmm, "baddbmm", CastPolicy::lower_precision},
     AutocastRule{AutocastOp::linear, "linear", CastPolicy::lower_precision},
     AutocastRule{AutocastOp::conv2d, "conv2d", CastPolicy::lower_precision},
+    AutocastRule{AutocastOp::scaled_dot_product_attention, "scaled_dot_product_attention", CastPolicy::lower_precision},
     AutocastRule{AutocastOp::exp, "exp", CastPolicy::fp32},
     AutocastRule{AutocastOp::log, "log", CastPolicy::fp32},
     AutocastRule{AutocastOp::pow, "pow", CastPolicy::fp32},

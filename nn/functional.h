@@ -1,10 +1,12 @@
 #pragma once
 // defines: nn::functional — the losses (cross_entropy, nll_loss, mse_loss), dropout, and the
-//          softmax family re-exported, as torch.nn.functional. Usual spelling:
+//          softmax family and scaled_dot_product_attention re-exported, as torch.nn.functional.
+//          Usual spelling:
 //            namespace F = sg::nn::functional;
 //            Tensor loss = F::cross_entropy(logits, labels, {.label_smoothing = 0.1});
 #include <cstdint>
 
+#include "autograd/ops_attention.h"
 #include "autograd/ops_reduce.h"
 #include "core/generator.h"
 #include "core/kernels/loss.h"  // defines: Reduction
@@ -12,7 +14,9 @@
 
 namespace sg::nn::functional {
 
+using sg::AttentionOptions;
 using sg::log_softmax;
+using sg::scaled_dot_product_attention;
 using sg::softmax;
 
 struct CrossEntropyOptions {

@@ -33,6 +33,8 @@ Tensor run_op(AutocastOp op, DType first, DType second) {
     case AutocastOp::baddbmm: return baddbmm(random({1, 4, 3}, second), x.unsqueeze(0), random({1, 6, 3}, second));
     case AutocastOp::linear: return linear(x, random({3, 6}, second), random({3}, second));
     case AutocastOp::conv2d: return conv2d(random({2, 3, 6, 6}, first), random({4, 3, 3, 3}, second), random({4}, second));
+    case AutocastOp::scaled_dot_product_attention:
+      return scaled_dot_product_attention(x.unsqueeze(0), random({1, 5, 6}, second), random({1, 5, 3}, second));
     case AutocastOp::exp: return exp(x);
     case AutocastOp::log: return log(positive);
     case AutocastOp::pow: return pow(positive, 1.5);

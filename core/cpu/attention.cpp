@@ -1,0 +1,402 @@
+// The CPU fused attention, in the style of FlashAttention-2 (docs/attention.md explains the
+// algorithm). The forward takes one block of query rows at a time and walks the key columns in
+// blocks: a block's scores come from one small GEMM, the softmax is folded in online (a running max
+// and a running sum per row, the partial output rescaled when the max grows), and a second GEMM adds
+// the block's probabilities times its values into the output. Only the per-row log-sum-exp is kept
+// for the backward, which recomputes each block's probabilities from it. Key blocks wholly above
+// the causal diagonal are never touched.
+//
+// The GEMMs are OpenBLAS's (cpu::blas_sgemm / blas_dgemm on 64 x 64 blocks: measured 3.5-4.5x faster
+// than the plain loop below, which runs only where OpenBLAS is not available; docs/performance.md).
+// 16-bit inputs are widened to f32 one block at a time, and f32 / f64 blocks are handed to BLAS
+// where they lie, through their strides. Work runs in parallel over (batch entry, query block) in
+// the forward and over batch entries in the backward, where each entry owns its gradients (no
+// two threads ever add into the same element, so the result does not depend on the thread count);
+// threads claim items one at a time (for_each_item).
+#include <algorithm>
+#include <atomic>
+#include <bit>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <type_traits>
+#include <vector>
+
+#include "core/attention_math.h"
+#include "core/cpu/blas.h"
+#include "core/kernels/attention.h"
+#include "core/parallel.h"
+
+namespace sg::cpu {
+
+namespace {
+
+constexpr int64_t kQueryBlock = 64, kKeyBlock = 64;
+
+// exp(x) for x <= 88 within 2 ulp, as branch-free arithmetic that the compiler vectorises
+// (std::exp is one libm call per element, which does not). Cephes's expf:
+// x = n ln2 + r with |r| <= ln2 / 2, exp(r) by a degree-6 polynomial, 2^n put into the exponent
+// bits. Below -87.3 (a masked score is -inf) the result is exactly 0, by clearing its bits: a
+// select (x < -87.3 ? 0 : result) would stop the vectorisation, since the compiler may not
+// compute `result` for lanes that do not need it (it could raise a floating-point exception).
+// NaN stays NaN.
+inline float exp_of(float x) {
+  const float shifted = x * 1.44269504f + 12582912.0f;  // adding 1.5 * 2^23 rounds to an integer
+  const float n = shifted - 12582912.0f;
+  // 2^n as float bits: n sits in the low bits of `shifted`; unsigned, so any x wraps instead of overflowing.
+  const uint32_t two_to_n = (std::bit_cast<uint32_t>(shifted) - std::bit_cast<uint32_t>(12582912.0f) + 127u) << 23;
+  const float r = x - n * 0.693359375f + n * 2.12194440e-4f;  // ln2 in two parts, for an exact n ln2
+  float p = 1.9875691500e-4f;
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  const float result = (p * r * r + r + 1.0f) * std::bit_cast<float>(two_to_n);
+  const uint32_t keep = 0u - static_cast<uint32_t>(!(x < -87.3f));  // all ones, or 0 below -87.3
+  return std::bit_cast<float>(std::bit_cast<uint32_t>(result) & keep);
+}
+inline double exp_of(double x) { return std::exp(x); }  // f64 (gradcheck): exact
+
+// The max and the sum of a row, each kept in kLanes independent lanes that are combined at the
+// end: the compiler vectorises a fixed set of lanes, but not one running value (for a sum, that
+// would reorder float additions, which it may not do on its own). The order depends only on n.
+constexpr int64_t kLanes = 8;
+
+template <typename T>
+T row_max(const T* x, int64_t n) {
+  T lanes[kLanes];
+  std::fill_n(lanes, kLanes, -std::numeric_limits<T>::infinity());
+  int64_t j = 0;
+  for (; j + kLanes <= n; j += kLanes)
+    for (int64_t l = 0; l < kLanes; ++l) lanes[l] = std::max(lanes[l], x[j + l]);
+  for (; j < n; ++j) lanes[0] = std::max(lanes[0], x[j]);
+  return *std::max_element(lanes, lanes + kLanes);
+}
+
+template <typename T>
+T row_sum(const T* x, int64_t n) {
+  T lanes[kLanes] = {};
+  int64_t j = 0;
+  for (; j + kLanes <= n; j += kLanes)
+    for (int64_t l = 0; l < kLanes; ++l) lanes[l] += x[j + l];
+  for (; j < n; ++j) lanes[0] += x[j];
+  T total = 0;
+  for (int64_t l = 0; l < kLanes; ++l) total += lanes[l];
+  return total;
+}
+
+// Row-major C[m, n] = alpha op(A) op(B) + beta C for the small blocks of the kernel.
+template <typename T>
+void block_gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, T alpha, const T* a, int64_t lda,
+                const T* b, int64_t ldb, T beta, T* c, int64_t ldc) {
+  if (m == 0 || n == 0) return;
+  if (blas_available()) {
+    if constexpr (std::is_same_v<T, float>)
+      blas_sgemm(trans_a, trans_b, int(m), int(n), int(k), alpha, a, int(lda), b, int(ldb), beta, c, int(ldc));
+    else
+      blas_dgemm(trans_a, trans_b, int(m), int(n), int(k), alpha, a, int(lda), b, int(ldb), beta, c, int(ldc));
+    return;
+  }
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < n; ++j) c[i * ldc + j] = beta == T(0) ? T(0) : beta * c[i * ldc + j];
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t p = 0; p < k; ++p) {
+      const T a_ip = alpha * (trans_a ? a[p * lda + i] : a[i * lda + p]);
+      for (int64_t j = 0; j < n; ++j) c[i * ldc + j] += a_ip * (trans_b ? b[j * ldb + p] : b[p * ldb + j]);
+    }
+}
+
+// A batch of matrices read through strides; their last dim has a unit stride.
+template <typename scalar_t>
+struct Matrices {
+  const scalar_t* data;
+  math::AttentionBatch batch;
+  int64_t row_stride;
+};
+template <typename scalar_t>
+Matrices<scalar_t> matrices_of(const Tensor& t) {
+  return {static_cast<const scalar_t*>(t.raw_data()), math::attention_batch(t), t.stride(-2)};
+}
+
+// The number of matrices in a batch: the product of all but the last two dims.
+int64_t matrix_count(const Tensor& t) {
+  int64_t count = 1;
+  for (int64_t d = 0; d + 2 < t.dim(); ++d) count *= t.size(d);
+  return count;
+}
+
+// Rows of a matrix as math_t, `ld` apart, ready for BLAS.
+template <typename math_t>
+struct Block {
+  const math_t* data;
+  int64_t ld;
+};
+
+// Rows [first, first + count) of matrix n, `width` wide: where they lie when they already are math_t
+// rows BLAS can read, otherwise converted into `scratch`.
+template <typename math_t, typename scalar_t>
+Block<math_t> rows_of(const Matrices<scalar_t>& x, int64_t n, int64_t first, int64_t count, int64_t width,
+                      std::vector<math_t>& scratch) {
+  const scalar_t* start = x.data + x.batch.offset(n) + first * x.row_stride;
+  if constexpr (std::is_same_v<scalar_t, math_t>)
+    if (x.row_stride >= std::max<int64_t>(width, 1)) return {start, x.row_stride};
+  for (int64_t r = 0; r < count; ++r)
+    for (int64_t c = 0; c < width; ++c) scratch[r * width + c] = static_cast<math_t>(start[r * x.row_stride + c]);
+  return {scratch.data(), std::max<int64_t>(width, 1)};
+}
+
+// Everything both passes need to know about one attention call.
+template <typename scalar_t>
+struct Problem {
+  using math_t = opmath_t<scalar_t>;
+  Matrices<scalar_t> q, k, v;
+  const void* mask = nullptr;  // bool or scalar_t, or none
+  bool bool_mask = false;
+  math::AttentionBatch mask_batch;
+  int64_t mask_row_stride = 0, mask_col_stride = 0;
+  int64_t L, S, E, Ev;
+  math_t scale;
+  bool causal;
+  double dropout_p;
+  uint64_t seed, first_block;
+
+  Problem(const Tensor& q_, const Tensor& k_, const Tensor& v_, const AttentionArgs& args)
+      : q(matrices_of<scalar_t>(q_)), k(matrices_of<scalar_t>(k_)), v(matrices_of<scalar_t>(v_)),
+        L(q_.size(-2)), S(k_.size(-2)), E(q_.size(-1)), Ev(v_.size(-1)), scale(static_cast<math_t>(args.scale)),
+        causal(args.causal), dropout_p(args.dropout_p), seed(args.seed),
+        first_block(args.first_block) {
+    if (args.mask.defined()) {
+      mask = args.mask.raw_data();
+      bool_mask = args.mask.dtype() == DType::boolean;
+      mask_batch = math::attention_batch(args.mask);
+      mask_row_stride = args.mask.stride(-2);
+      mask_col_stride = args.mask.stride(-1);
+    }
+  }
+
+  // Query rows r0 .. r0 + rows - 1 look at keys 0 .. key_end - 1: all of them, or up to the last
+  // row's diagonal with causal (the blocks beyond are skipped, not masked).
+  int64_t key_end(int64_t r0, int64_t rows) const { return causal ? std::min(S, r0 + rows) : S; }
+
+  // s[r * kKeyBlock + j] = the score of query r0 + r and key c0 + j of matrix n: scale * q . k,
+  // then -inf where masked, plus a float mask.
+  void scores(int64_t n, Block<math_t> qb, Block<math_t> kb, int64_t r0, int64_t rows, int64_t c0, int64_t cols,
+              math_t* s) const {
+    constexpr math_t kMasked = -std::numeric_limits<math_t>::infinity();
+    block_gemm<math_t>(false, true, rows, cols, E, scale, qb.data, qb.ld, kb.data, kb.ld, math_t(0), s, kKeyBlock);
+    const int64_t mask_start = mask ? mask_batch.offset(n) + c0 * mask_col_stride : 0;
+    for (int64_t r = 0; r < rows; ++r) {
+      const int64_t i = r0 + r;
+      math_t* row = s + r * kKeyBlock;
+      if (bool_mask) {
+        const bool* keep = static_cast<const bool*>(mask) + mask_start + i * mask_row_stride;
+        for (int64_t j = 0; j < cols; ++j) row[j] = keep[j * mask_col_stride] ? row[j] : kMasked;
+      } else if (mask) {
+        const scalar_t* add = static_cast<const scalar_t*>(mask) + mask_start + i * mask_row_stride;
+        for (int64_t j = 0; j < cols; ++j) row[j] += static_cast<math_t>(add[j * mask_col_stride]);
+      }
+      if (causal)
+        for (int64_t j = std::max<int64_t>(0, i + 1 - c0); j < cols; ++j) row[j] = kMasked;
+    }
+  }
+
+  // factor[j] = what dropout multiplies probability (n, i, c0 + j) by: 0, or 1 / (1 - p).
+  void dropout_factors(int64_t n, int64_t i, int64_t c0, int64_t cols, math_t* factor) const {
+    const math_t kept = static_cast<math_t>(1.0 / (1.0 - dropout_p));
+    const float keep_below = static_cast<float>(dropout_p);
+    const uint64_t first = static_cast<uint64_t>((n * L + i) * S + c0);
+    PhiloxBlock block{};
+    for (int64_t j = 0; j < cols; ++j) {
+      const uint64_t element = first + static_cast<uint64_t>(j);
+      if (j == 0 || element % 4 == 0) block = math::attention_dropout_block(seed, first_block, element);
+      factor[j] = math::attention_keep(block, element, keep_below) ? kept : math_t(0);
+    }
+  }
+};
+
+// Forward of query rows [r0, r0 + rows) of matrix n: out rows and their log-sum-exp.
+template <typename scalar_t>
+struct ForwardBlock {
+  using math_t = opmath_t<scalar_t>;
+  std::vector<math_t> q, k, v, s, acc, max, sum, factor;
+  explicit ForwardBlock(const Problem<scalar_t>& p)
+      : q(kQueryBlock * p.E), k(kKeyBlock * p.E), v(kKeyBlock * p.Ev), s(kQueryBlock * kKeyBlock),
+        acc(kQueryBlock * p.Ev), max(kQueryBlock), sum(kQueryBlock), factor(kKeyBlock) {}
+
+  void run(const Problem<scalar_t>& p, int64_t n, int64_t r0, int64_t rows, scalar_t* out, math_t* log_sum_exp) {
+    constexpr math_t kNone = -std::numeric_limits<math_t>::infinity();
+    const Block<math_t> qb = rows_of(p.q, n, r0, rows, p.E, q);
+    std::fill_n(max.begin(), rows, kNone);
+    std::fill_n(sum.begin(), rows, math_t(0));
+    std::fill_n(acc.begin(), rows * p.Ev, math_t(0));
+    for (int64_t c0 = 0; c0 < p.key_end(r0, rows); c0 += kKeyBlock) {
+      const int64_t cols = std::min(kKeyBlock, p.key_end(r0, rows) - c0);
+      p.scores(n, qb, rows_of(p.k, n, c0, cols, p.E, k), r0, rows, c0, cols, s.data());
+      for (int64_t r = 0; r < rows; ++r) {
+        math_t* row = s.data() + r * kKeyBlock;
+        // Online softmax: with the new running max m', the old sum and output were computed
+        // against m, so both are multiplied by exp(m - m') before this block's terms are added.
+        const math_t new_max = std::max(max[r], row_max(row, cols));
+        if (new_max == kNone) {  // every key so far masked: nothing to add
+          std::fill_n(row, cols, math_t(0));
+          continue;
+        }
+        for (int64_t j = 0; j < cols; ++j) row[j] = exp_of(row[j] - new_max);
+        const math_t rescale = exp_of(max[r] - new_max);  // 0 on the first block with a finite max
+        sum[r] = sum[r] * rescale + row_sum(row, cols);
+        max[r] = new_max;
+        if (rescale != math_t(1))
+          for (int64_t c = 0; c < p.Ev; ++c) acc[r * p.Ev + c] *= rescale;
+        if (p.dropout_p > 0) {  // the sum above is of the kept and the dropped: dropout acts after softmax
+          p.dropout_factors(n, r0 + r, c0, cols, factor.data());
+          for (int64_t j = 0; j < cols; ++j) row[j] *= factor[j];
+        }
+      }
+      const Block<math_t> vb = rows_of(p.v, n, c0, cols, p.Ev, v);
+      block_gemm<math_t>(false, false, rows, p.Ev, cols, math_t(1), s.data(), kKeyBlock, vb.data, vb.ld, math_t(1),
+                         acc.data(), p.Ev);
+    }
+    for (int64_t r = 0; r < rows; ++r) {
+      const bool empty = sum[r] == math_t(0);  // a fully masked row: output 0, as PyTorch
+      const math_t inverse = empty ? math_t(0) : math_t(1) / sum[r];
+      for (int64_t c = 0; c < p.Ev; ++c) out[r * p.Ev + c] = static_cast<scalar_t>(acc[r * p.Ev + c] * inverse);
+      log_sum_exp[r] = empty ? kNone : max[r] + std::log(sum[r]);
+    }
+  }
+};
+
+// Backward of matrix n: its whole dq, dk, dv.
+template <typename scalar_t>
+struct BackwardMatrix {
+  using math_t = opmath_t<scalar_t>;
+  std::vector<math_t> q, g, k, v, s, dp, z, dk, dv, dq, delta, factor;
+  explicit BackwardMatrix(const Problem<scalar_t>& p)
+      : q(kQueryBlock * p.E), g(kQueryBlock * p.Ev), k(kKeyBlock * p.E), v(kKeyBlock * p.Ev),
+        s(kQueryBlock * kKeyBlock), dp(kQueryBlock * kKeyBlock), z(kQueryBlock * kKeyBlock), dk(kKeyBlock * p.E),
+        dv(kKeyBlock * p.Ev), dq(p.L * p.E), delta(p.L), factor(kKeyBlock) {}
+
+  // grad_out and out: [L, Ev] of matrix n; log_sum_exp: [L]; grad_q [L, E], grad_k [S, E], grad_v [S, Ev].
+  void run(const Problem<scalar_t>& p, int64_t n, const Matrices<scalar_t>& grad_out, const scalar_t* out,
+           const math_t* log_sum_exp, scalar_t* grad_q, scalar_t* grad_k, scalar_t* grad_v) {
+    // delta_i = sum_j p_ij dp_ij = dO_i . O_i: the term softmax's backward subtracts, one per row.
+    const scalar_t* g_rows = grad_out.data + grad_out.batch.offset(n);
+    for (int64_t i = 0; i < p.L; ++i) {
+      math_t total = 0;
+      for (int64_t c = 0; c < p.Ev; ++c)
+        total += static_cast<math_t>(g_rows[i * p.Ev + c]) * static_cast<math_t>(out[i * p.Ev + c]);
+      delta[i] = total;
+    }
+    std::fill(dq.begin(), dq.end(), math_t(0));
+    for (int64_t c0 = 0; c0 < p.S; c0 += kKeyBlock) {
+      const int64_t cols = std::min(kKeyBlock, p.S - c0);
+      const Block<math_t> kb = rows_of(p.k, n, c0, cols, p.E, k), vb = rows_of(p.v, n, c0, cols, p.Ev, v);
+      std::fill(dk.begin(), dk.end(), math_t(0));
+      std::fill(dv.begin(), dv.end(), math_t(0));
+      // With causal, query blocks that end before key c0 see none of this block's keys.
+      for (int64_t r0 = p.causal ? c0 / kQueryBlock * kQueryBlock : 0; r0 < p.L; r0 += kQueryBlock) {
+        const int64_t rows = std::min(kQueryBlock, p.L - r0);
+        const Block<math_t> qb = rows_of(p.q, n, r0, rows, p.E, q), gb = rows_of(grad_out, n, r0, rows, p.Ev, g);
+        p.scores(n, qb, kb, r0, rows, c0, cols, s.data());
+        block_gemm<math_t>(false, true, rows, cols, p.Ev, math_t(1), gb.data, gb.ld, vb.data, vb.ld, math_t(0),
+                           dp.data(), kKeyBlock);  // dZ = dO V^T
+        const math_t* probabilities_used = s.data();  // Z = P, or dropout(P)
+        for (int64_t r = 0; r < rows; ++r) {
+          const int64_t i = r0 + r;
+          math_t* prob = s.data() + r * kKeyBlock;
+          math_t* grad = dp.data() + r * kKeyBlock;
+          // P = exp(score - log_sum_exp), recomputed; a fully masked row has log_sum_exp -inf, P 0.
+          const math_t lse = log_sum_exp[i];
+          if (lse == -std::numeric_limits<math_t>::infinity()) std::fill_n(prob, cols, math_t(0));
+          else for (int64_t j = 0; j < cols; ++j) prob[j] = exp_of(prob[j] - lse);
+          if (p.dropout_p > 0) {  // Z = P * factor, dP = dZ * factor
+            p.dropout_factors(n, i, c0, cols, factor.data());
+            math_t* kept = z.data() + r * kKeyBlock;
+            for (int64_t j = 0; j < cols; ++j) {
+              kept[j] = prob[j] * factor[j];
+              grad[j] *= factor[j];
+            }
+            probabilities_used = z.data();
+          }
+          // d score = P * (dP - delta): softmax's backward
+          const math_t row_delta = delta[i];
+          for (int64_t j = 0; j < cols; ++j) grad[j] = prob[j] * (grad[j] - row_delta);
+        }
+        // dV += Z^T dO, dQ += scale dS K, dK += scale dS^T Q
+        block_gemm<math_t>(true, false, cols, p.Ev, rows, math_t(1), probabilities_used, kKeyBlock, gb.data, gb.ld,
+                           math_t(1), dv.data(), p.Ev);
+        block_gemm<math_t>(false, false, rows, p.E, cols, p.scale, dp.data(), kKeyBlock, kb.data, kb.ld, math_t(1),
+                           dq.data() + r0 * p.E, p.E);
+        block_gemm<math_t>(true, false, cols, p.E, rows, p.scale, dp.data(), kKeyBlock, qb.data, qb.ld, math_t(1),
+                           dk.data(), p.E);
+      }
+      for (int64_t e = 0; e < cols * p.E; ++e) grad_k[c0 * p.E + e] = static_cast<scalar_t>(dk[e]);
+      for (int64_t e = 0; e < cols * p.Ev; ++e) grad_v[c0 * p.Ev + e] = static_cast<scalar_t>(dv[e]);
+    }
+    for (int64_t e = 0; e < p.L * p.E; ++e) grad_q[e] = static_cast<scalar_t>(dq[e]);
+  }
+};
+
+// Calls run(work, item) for items 0 .. count - 1 on the pool's threads, each thread with its own
+// Work (its scratch buffers) taking the next unclaimed item until none is left. A thread that runs
+// slower — its items cost more, or another process shares its core — simply takes fewer, where a
+// fixed split would wait for the slowest thread's share. Each item writes only its own outputs, so who takes which item does not change a bit.
+template <typename Work, typename Problem, typename Run>
+void for_each_item(int64_t count, const Problem& p, Run run) {
+  std::atomic<int64_t> next{0};
+  parallel_for(std::min<int64_t>(count, get_num_threads()), 1, [&](int64_t, int64_t) {
+    Work work(p);
+    for (int64_t item = next++; item < count; item = next++) run(work, item);
+  });
+}
+
+}  // namespace
+
+void attention_forward(const Tensor& out, const Tensor& log_sum_exp, const Tensor& q, const Tensor& k,
+                       const Tensor& v, const AttentionArgs& args) {
+  SG_DISPATCH_FLOATING(q.dtype(), "scaled_dot_product_attention", [&]<typename scalar_t>() {
+    using math_t = opmath_t<scalar_t>;
+    const Problem<scalar_t> p(q, k, v, args);
+    const int64_t matrices = matrix_count(q);
+    const int64_t blocks = (p.L + kQueryBlock - 1) / kQueryBlock;
+    scalar_t* out_data = static_cast<scalar_t*>(out.raw_data());
+    math_t* lse_data = static_cast<math_t*>(log_sum_exp.raw_data());
+    // The last query blocks first: with causal they see the most keys, and the cheap ones at the
+    // end even out the threads' finishing times.
+    for_each_item<ForwardBlock<scalar_t>>(matrices * blocks, p, [&](ForwardBlock<scalar_t>& block, int64_t item) {
+      const int64_t n = item % matrices, r0 = (blocks - 1 - item / matrices) * kQueryBlock;
+      block.run(p, n, r0, std::min(kQueryBlock, p.L - r0), out_data + (n * p.L + r0) * p.Ev, lse_data + n * p.L + r0);
+    });
+  });
+}
+
+void attention_backward(const Tensor& grad_q, const Tensor& grad_k, const Tensor& grad_v, const Tensor& grad_out,
+                        const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
+                        const Tensor& log_sum_exp, const AttentionArgs& args) {
+  SG_DISPATCH_FLOATING(q.dtype(), "scaled_dot_product_attention", [&]<typename scalar_t>() {
+    using math_t = opmath_t<scalar_t>;
+    const Problem<scalar_t> p(q, k, v, args);
+    const int64_t matrices = matrix_count(q);
+    const Matrices<scalar_t> g = matrices_of<scalar_t>(grad_out);
+    const scalar_t* out_data = static_cast<const scalar_t*>(out.raw_data());
+    const math_t* lse_data = static_cast<const math_t*>(log_sum_exp.raw_data());
+    scalar_t* dq = static_cast<scalar_t*>(grad_q.raw_data());
+    scalar_t* dk = static_cast<scalar_t*>(grad_k.raw_data());
+    scalar_t* dv = static_cast<scalar_t*>(grad_v.raw_data());
+    for_each_item<BackwardMatrix<scalar_t>>(matrices, p, [&](BackwardMatrix<scalar_t>& work, int64_t n) {
+      work.run(p, n, g, out_data + n * p.L * p.Ev, lse_data + n * p.L, dq + n * p.L * p.E, dk + n * p.S * p.E,
+               dv + n * p.S * p.Ev);
+    });
+  });
+}
+
+void attention_dropout_keep(const Tensor& keep, const AttentionArgs& args) {
+  bool* data = keep.data_ptr<bool>();
+  const float p = static_cast<float>(args.dropout_p);
+  parallel_for(keep.numel(), kParallelGrain / 8, [&](int64_t begin, int64_t end) {
+    for (int64_t e = begin; e < end; ++e)
+      data[e] = math::attention_keep(args.seed, args.first_block, static_cast<uint64_t>(e), p);
+  });
+}
+
+}  // namespace sg::cpu

@@ -1,0 +1,65 @@
+#pragma once
+// defines: AttentionArgs, kernels::attention_forward, kernels::attention_backward — the fused
+//          scaled dot-product attention (docs/attention.md), behind scaled_dot_product_attention
+//          (autograd/ops_attention.h).
+//
+// Contract: q [batch..., L, E], k [batch..., S, E], v [batch..., S, Ev] share one floating dtype,
+// one device and the same batch sizes (the front expands broadcast batch dims: stride 0), have a
+// unit stride in their last dim and any other strides (views of one packed projection are read
+// where they lie). out [batch..., L, Ev] is contiguous in q's dtype; log_sum_exp [batch..., L] is
+// contiguous in opmath_t (f32 for 16-bit inputs, f64 for f64). For query row i:
+//   scores_j = scale * q_i . k_j, masked (-inf) where mask is false, where a float mask is added,
+//   and, with causal, for j > i (top-left aligned, as PyTorch's tril(ones(L, S)));
+//   p = softmax(scores); out_i = sum_j dropout(p)_j v_j;  log_sum_exp_i = log(sum_j exp(scores_j)).
+// A row whose scores are all -inf (every key masked) gives out_i = 0 and log_sum_exp_i = -inf, and
+// no gradient, as PyTorch's scaled_dot_product_attention. No [L, S] matrix is ever allocated: the
+// backward recomputes the probabilities from q, k and log_sum_exp. Math runs in opmath_t.
+#include <cstdint>
+
+#include "core/tensor.h"
+
+namespace sg {
+
+struct AttentionArgs {
+  Tensor mask;               // undefined, or [batch..., L, S] (any strides): bool keeps where true,
+                             // q's dtype is added to the scores
+  bool causal = false;       // key j > query i is masked
+  double scale = 1.0;        // multiplies q . k
+  double dropout_p = 0.0;    // probability of zeroing a probability (the rest scaled by 1 / (1 - p))
+  uint64_t seed = 0;         // the dropout mask's Philox stream (Note [Attention dropout from a counter],
+  uint64_t first_block = 0;  //   core/attention_math.h)
+};
+
+}  // namespace sg
+
+namespace sg::kernels {
+
+void attention_forward(const Tensor& out, const Tensor& log_sum_exp, const Tensor& q, const Tensor& k,
+                       const Tensor& v, const AttentionArgs& args);
+// grad_q, grad_k, grad_v: contiguous, q's dtype, the shapes of q, k, v; grad_out: contiguous, out's shape.
+void attention_backward(const Tensor& grad_q, const Tensor& grad_k, const Tensor& grad_v, const Tensor& grad_out,
+                        const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
+                        const Tensor& log_sum_exp, const AttentionArgs& args);
+
+// keep [batch..., L, S] bool, contiguous, on the CPU: the dropout mask the kernels draw for `args`,
+// for tests (autograd/ops_attention.h: attention_dropout_mask).
+void attention_dropout_keep(const Tensor& keep, const AttentionArgs& args);
+
+}  // namespace sg::kernels
+
+namespace sg::cuda {  // core/cuda/attention.cu
+void attention_forward(const Tensor& out, const Tensor& log_sum_exp, const Tensor& q, const Tensor& k,
+                       const Tensor& v, const AttentionArgs& args);
+void attention_backward(const Tensor& grad_q, const Tensor& grad_k, const Tensor& grad_v, const Tensor& grad_out,
+                        const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
+                        const Tensor& log_sum_exp, const AttentionArgs& args);
+}  // namespace sg::cuda
+
+namespace sg::cpu {  // core/cpu/attention.cpp
+void attention_forward(const Tensor& out, const Tensor& log_sum_exp, const Tensor& q, const Tensor& k,
+                       const Tensor& v, const AttentionArgs& args);
+void attention_backward(const Tensor& grad_q, const Tensor& grad_k, const Tensor& grad_v, const Tensor& grad_out,
+                        const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
+                        const Tensor& log_sum_exp, const AttentionArgs& args);
+void attention_dropout_keep(const Tensor& keep, const AttentionArgs& args);
+}  // namespace sg::cpu
