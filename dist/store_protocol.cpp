@@ -2,7 +2,20 @@
 
 #include <algorithm>
 
+#include "core/error.h"
+
 namespace sg::dist::store_protocol {
+
+AddressList resolve(const std::string& host, int port) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_NUMERICSERV;
+  addrinfo* addresses = nullptr;
+  const int resolved = ::getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &addresses);
+  SG_CHECK(resolved == 0, "TcpStore: cannot resolve MASTER_ADDR '", host, "': ", ::gai_strerror(resolved));
+  return AddressList(addresses, ::freeaddrinfo);
+}
 
 void append_bytes(std::vector<char>& out, const char* data, size_t size) {
   append(out, static_cast<uint32_t>(size));

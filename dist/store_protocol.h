@@ -18,8 +18,12 @@
 // trip per key. A request the server cannot accept — an unknown command, a key or value over the
 // limits (TcpStoreLimits), anything before HELLO — closes the connection without a reply: it is
 // not one of our clients, or one that is broken.
+#include <netdb.h>
+
 #include <cstdint>
 #include <cstring>
+#include <memory>
+#include <string>
 #include <vector>
 
 #include "dist/socket_io.h"
@@ -31,6 +35,11 @@ enum AddStatus : uint8_t { kAddNotInteger = 0, kAddDone = 1, kAddOverflow = 2, k
 
 // A server-side GET waits at most this long, whatever the client asked (a week).
 constexpr int64_t kMaxGetWaitMs = int64_t{7} * 24 * 3600 * 1000;
+
+// The TCP addresses of host:port (MASTER_ADDR and MASTER_PORT), for the server to listen on and the
+// clients to connect to; throws naming MASTER_ADDR when it cannot be resolved.
+using AddressList = std::unique_ptr<addrinfo, void (*)(addrinfo*)>;
+AddressList resolve(const std::string& host, int port);
 
 // Reads a u32 length and that many bytes into `out`. A length over `max_size` fails before
 // anything is allocated, and `out` grows only as the bytes arrive, so a peer that claims 4 GB

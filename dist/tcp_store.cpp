@@ -81,19 +81,13 @@ TcpStore::TcpStore(const std::string& host, int port, bool host_server, std::chr
 // Rank 0 may not be up yet, and a server at its connection limit closes new connections at
 // once: retry both every 50 ms until the timeout. A wrong token is final.
 void TcpStore::connect_and_greet(const std::string& host, int port, const std::string& token) {
-  addrinfo hints{};
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = SOCK_STREAM;
-  hints.ai_flags = AI_NUMERICSERV;
-  addrinfo* addresses = nullptr;
-  const int resolved = ::getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &addresses);
-  SG_CHECK(resolved == 0, "TcpStore: cannot resolve MASTER_ADDR '", host, "': ", ::gai_strerror(resolved));
+  const AddressList addresses = resolve(host, port);
   const Deadline deadline = Deadline::after(timeout_);
   const std::vector<char> hello = request_for(kHello, token);
   std::string last_error;
   bool refused = false;
   for (;;) {
-    for (addrinfo* a = addresses; a != nullptr && socket_ < 0 && !refused; a = a->ai_next) {
+    for (addrinfo* a = addresses.get(); a != nullptr && socket_ < 0 && !refused; a = a->ai_next) {
       const int fd = connect_before(*a, deadline, last_error);
       if (fd < 0) continue;
       uint8_t welcome = 0;
@@ -112,7 +106,6 @@ void TcpStore::connect_and_greet(const std::string& host, int port, const std::s
     if (socket_ >= 0 || refused || deadline.poll_timeout_ms() == 0) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
-  ::freeaddrinfo(addresses);
   SG_CHECK(!refused, "TcpStore: the store of rank 0 at ", address_, " refused this process's SG_STORE_TOKEN: "
            "every process of a job must have the same token (sgrun gives its workers one per job; on several "
            "nodes, set the same SG_STORE_TOKEN on each)");

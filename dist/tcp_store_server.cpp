@@ -72,15 +72,9 @@ constexpr int64_t kEntryOverhead = 64;
 
 TcpStoreServer::TcpStoreServer(const std::string& host, int port, std::string token, const TcpStoreLimits& limits)
     : token_(std::move(token)), limits_(limits) {
-  addrinfo hints{};
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = SOCK_STREAM;
-  hints.ai_flags = AI_NUMERICSERV;
-  addrinfo* addresses = nullptr;
-  const int resolved = ::getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &addresses);
-  SG_CHECK(resolved == 0, "TcpStore: cannot resolve MASTER_ADDR '", host, "': ", ::gai_strerror(resolved));
+  const AddressList addresses = resolve(host, port);
   std::string reason;
-  for (addrinfo* a = addresses; a != nullptr && listen_fd_ < 0; a = a->ai_next) {
+  for (addrinfo* a = addresses.get(); a != nullptr && listen_fd_ < 0; a = a->ai_next) {
     const int fd = ::socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);
     if (fd < 0) continue;
     const int one = 1;
@@ -92,7 +86,6 @@ TcpStoreServer::TcpStoreServer(const std::string& host, int port, std::string to
       ::close(fd);
     }
   }
-  ::freeaddrinfo(addresses);
   SG_CHECK(listen_fd_ >= 0, "TcpStore: rank 0 cannot serve the store on port ", port, " of ", host, ": ", reason,
            " (another run on this port? pick another MASTER_PORT, or use sgrun --standalone; MASTER_ADDR must be "
            "an address of rank 0's machine, which the store listens on)");
