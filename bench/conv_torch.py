@@ -1,68 +1,115 @@
-"""PyTorch's numbers for bench/conv.cpp: the same shapes, gradients and timing, one JSON line each.
+"""PyTorch's numbers for bench/conv.cpp: the same shapes, kernels and timing, one JSON line each.
 
-Run with an interpreter that has torch (here /usr/bin/python3, Debian's python3-torch 1.13):
-    /usr/bin/python3 bench/conv_torch.py [--threads 1,2]
+Each convolution kernel is timed on its own, as autograd calls it: forward is F.conv2d, grad_input
+and grad_weight are aten.convolution_backward with only that output asked for (PyTorch's oneDNN
+backward, like ours, computes just what is asked). A time is the median of 7 samples after a
+warm-up, each sample enough calls to last >= 50 ms. --verbose first runs each kernel once with
+oneDNN's verbose log on, which names the implementation it ran (e.g. brg_conv_fwd:avx2).
+
+Run with an interpreter that has torch 2.x (a venv, never a build dependency):
+    python3 -m venv build/torch-venv && build/torch-venv/bin/pip install torch
+    build/torch-venv/bin/python bench/conv_torch.py --threads 1 [--only resnet] [--verbose]
 """
 import argparse
 import json
+import os
 import time
 
-import torch
-import torch.nn.functional as F
+PARSER = argparse.ArgumentParser()
+PARSER.add_argument("--threads", default="1,2")
+PARSER.add_argument("--only", default="", help="run the shapes whose name contains this")
+PARSER.add_argument("--verbose", action="store_true")
+ARGS = PARSER.parse_args()
+THREADS = [int(t) for t in ARGS.threads.split(",")]
+# OpenMP reads these once, when torch is imported.
+os.environ.setdefault("OMP_NUM_THREADS", str(max(THREADS)))
+os.environ.setdefault("MKL_NUM_THREADS", str(max(THREADS)))
 
-CONVS = [  # name, N, C, K, H, W, kernel, padding, input needs grad
-    ("cnn_conv1", 64, 1, 32, 28, 28, 5, 2, False),
-    ("cnn_conv2", 64, 32, 64, 14, 14, 5, 2, True),
-    ("resnet_3x3", 8, 64, 64, 56, 56, 3, 1, True),
-]
+import torch  # noqa: E402  (after the environment above)
+import torch.nn.functional as F  # noqa: E402
+
+
+def conv_shapes():
+    """(name, N, C, K, H, W, kernel, stride, padding), as conv_shapes() in bench/conv.cpp."""
+    shapes = [("cnn_conv1", 64, 1, 32, 28, 28, 5, 1, 2), ("cnn_conv2", 64, 32, 64, 14, 14, 5, 1, 2)]
+    for n in (4, 16):
+        shapes.append((f"resnet_stem_b{n}", n, 3, 64, 224, 224, 7, 2, 3))
+        for stage in range(4):
+            channels, size = 64 << stage, 56 >> stage
+            shapes.append((f"resnet_3x3_{size}_b{n}", n, channels, channels, size, size, 3, 1, 1))
+            if stage > 0:
+                shapes.append((f"resnet_down_{size}_b{n}", n, channels // 2, channels, 2 * size, 2 * size, 1, 2, 0))
+    return shapes
+
+
 POOLS = [("cnn_pool1", 64, 32, 28, 28), ("cnn_pool2", 64, 64, 14, 14)]
 
 
 def seconds_per_call(fn):
-    """The best of 7 samples, each of enough calls to last >= 50 ms (as bench/conv.cpp)."""
+    """The median of 7 samples, each of enough calls to last >= 50 ms (as bench/conv.cpp)."""
     fn()
     start = time.perf_counter()
     fn()
     calls = max(1, int(0.05 / max(time.perf_counter() - start, 1e-9)))
-    best = float("inf")
+    samples = []
     for _ in range(7):
         start = time.perf_counter()
         for _ in range(calls):
             fn()
-        best = min(best, (time.perf_counter() - start) / calls)
-    return best
+        samples.append((time.perf_counter() - start) / calls)
+    return sorted(samples)[len(samples) // 2]
+
+
+def report(bench, shape, direction, threads, seconds, flops):
+    entry = {"bench": bench, "impl": "torch", "shape": shape, "direction": direction, "threads": threads,
+             "ms": round(seconds * 1e3, 3)}
+    if flops:
+        entry["gflops"] = round(flops / seconds / 1e9, 1)
+    print(json.dumps(entry), flush=True)
+
+
+def time_conv(name, n, c, k, h, w, kernel, stride, padding, threads):
+    x = torch.randn(n, c, h, w)
+    weight = torch.randn(k, c, kernel, kernel)
+    bias = torch.randn(k)
+    out = F.conv2d(x, weight, bias, stride=stride, padding=padding)
+    grad = torch.randn(out.shape)
+    flops = 2.0 * n * k * out.shape[2] * out.shape[3] * c * kernel * kernel
+
+    def backward(mask):
+        return torch.ops.aten.convolution_backward(grad, x, weight, None, [stride] * 2, [padding] * 2, [1, 1], False,
+                                                   [0, 0], 1, mask)
+
+    kernels = [("forward", lambda: F.conv2d(x, weight, bias, stride=stride, padding=padding)),
+               ("grad_input", lambda: backward([True, False, False])),
+               ("grad_weight", lambda: backward([False, True, False]))]
+    if ARGS.verbose:
+        print(f"# {name}: {torch._C._select_conv_backend(x, weight, bias, [stride] * 2, [padding] * 2, [1, 1], False, [0, 0], 1, None)}", flush=True)
+        with torch.backends.mkldnn.verbose(torch.backends.mkldnn.VERBOSE_ON):
+            for _, fn in kernels:
+                fn()
+    for direction, fn in kernels:
+        report("conv", name, direction, threads, seconds_per_call(fn), flops)
 
 
 def main():
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--threads", default="1,2")
-    args = parser.parse_args()
-    for threads in [int(t) for t in args.threads.split(",")]:
+    print(f"# torch {torch.__version__}, {torch.backends.mkldnn.is_available() and 'oneDNN available'}", flush=True)
+    for threads in THREADS:
         torch.set_num_threads(threads)
         torch.manual_seed(42)
-        for name, n, c, k, h, w, kernel, padding, input_needs_grad in CONVS:
-            x = torch.randn(n, c, h, w, requires_grad=input_needs_grad)
-            weight = torch.randn(k, c, kernel, kernel, requires_grad=True)
-            bias = torch.randn(k, requires_grad=True)
-            grad = torch.randn(n, k, h, w)
-            inputs = [t for t in (x, weight, bias) if t.requires_grad]
-            flops = 2.0 * n * k * h * w * c * kernel * kernel
-            forward = seconds_per_call(lambda: F.conv2d(x, weight, bias, padding=padding))
-            both = seconds_per_call(
-                lambda: torch.autograd.grad(F.conv2d(x, weight, bias, padding=padding), inputs, grad))
-            for direction, seconds, work in [("forward", forward, flops),
-                                             ("backward", both - forward, flops * (2 if input_needs_grad else 1))]:
-                print(json.dumps({"bench": "conv", "impl": "torch", "shape": name, "direction": direction,
-                                  "threads": threads, "ms": round(seconds * 1e3, 3),
-                                  "gflops": round(work / seconds / 1e9, 1)}))
+        with torch.no_grad():
+            for shape in conv_shapes():
+                if ARGS.only in shape[0]:
+                    time_conv(*shape, threads)
         for name, n, c, h, w in POOLS:
+            if ARGS.only not in name:
+                continue
             x = torch.randn(n, c, h, w, requires_grad=True)
             grad = torch.randn(n, c, h // 2, w // 2)
             forward = seconds_per_call(lambda: F.max_pool2d(x, 2))
             both = seconds_per_call(lambda: torch.autograd.grad(F.max_pool2d(x, 2), [x], grad))
-            for direction, seconds in [("forward", forward), ("backward", both - forward)]:
-                print(json.dumps({"bench": "max_pool", "impl": "torch", "shape": name, "direction": direction,
-                                  "threads": threads, "ms": round(seconds * 1e3, 3)}))
+            report("max_pool", name, "forward", threads, forward, 0)
+            report("max_pool", name, "backward", threads, both - forward, 0)
 
 
 if __name__ == "__main__":

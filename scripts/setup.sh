@@ -7,6 +7,7 @@ packages=(
   libeigen3-dev doctest-dev zlib1g-dev libbenchmark-dev nlohmann-json3-dev libcli11-dev
   libgloo-dev             # CPU collectives for dist/ (TCP transport)
   libopenblas-openmp-dev  # the OpenMP build of OpenBLAS follows sg::set_num_threads
+  libdnnl-dev             # oneDNN: the fast f32 CPU convolutions (OpenMP build, follows sg::set_num_threads too)
   dataset-fashion-mnist   # the IDX files under /usr/share/datasets/fashion-mnist
 )
 

@@ -1,14 +1,18 @@
 // Convolution and pooling: hand-computed outputs (checked against PyTorch 1.13), the im2col + GEMM
-// convolution against a direct convolution written out below on odd shapes and strided inputs,
-// the pooling kernels against direct references, gradchecks of every op and option, thread-count
-// independence, the layers (nn::Conv2d and the pooling modules), and the errors.
+// convolution (f64 runs on it) against a direct convolution written out below on odd shapes and
+// strided inputs, the oneDNN path (f32, bf16) against the im2col reference, the pooling kernels
+// against direct references, gradchecks of every op and option, thread-count independence and
+// run-to-run determinism, the layers (nn::Conv2d and the pooling modules), and the errors.
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <limits>
 #include <string>
+#include <thread>
 #include <tuple>
 #include <vector>
 
+#include "core/kernels/conv.h"
 #include "helpers.h"
 
 using namespace sg;
@@ -278,8 +282,9 @@ std::vector<std::vector<double>> conv2d_results(Tensor& x, Tensor& w, Tensor& b,
 }  // namespace
 
 TEST_CASE("conv2d over a batch is bit-identical on 1 and 2 threads") {
-  // 10 images, enough work for two threads: our own split of the batch (three weight-gradient
-  // blocks, 1 + 2 across the threads) must not change a single bit.
+  // 10 images, enough work for two threads. In f32 all three passes run oneDNN's blocked kernels
+  // here, whose split of the work did not change a single bit between 1 and 2 threads (Note [oneDNN
+  // and determinism] in core/cpu/conv_onednn.cpp; the next test checks the reference's split).
   Tensor x = randn_of({10, 16, 16, 15}, DType::f32).requires_grad_();
   Tensor w = randn_of({16, 8, 3, 3}, DType::f32).requires_grad_();
   Tensor b = randn_of({16}, DType::f32).requires_grad_();
@@ -287,10 +292,24 @@ TEST_CASE("conv2d over a batch is bit-identical on 1 and 2 threads") {
   CHECK(conv2d_results(x, w, b, g, 2, 1) == conv2d_results(x, w, b, g, 2, 2));
 }
 
+TEST_CASE("the im2col reference's weight gradient over a batch is bit-identical on 1 and 2 threads") {
+  // Our own split of the batch (three weight-gradient blocks of 4, 4 and 2 images, 1 + 2 across the
+  // threads; Note [Deterministic weight gradient] in core/cpu/conv.cpp) must not change a single bit.
+  const Tensor x = randn_of({10, 16, 16, 15}, DType::f32), g = randn_of({10, 16, 16, 15}, DType::f32);
+  const auto grad_weight = [&](int threads) {
+    test::NumThreadsGuard guard(threads);
+    const Tensor result = empty({16, 8, 3, 3}, {DType::f32});
+    cpu::conv2d_grad_weight_reference(result, g, x, {1, 1, 1, 2});
+    return test::values(result);
+  };
+  CHECK(grad_weight(1) == grad_weight(2));
+}
+
 TEST_CASE("conv2d of one large image: bit-identical at a given thread count, close across counts") {
-  // A single GEMM per pass, which OpenBLAS itself spreads over the threads. Its result depends
-  // on the thread count on some CPUs (measured on AMD EPYC / Zen 2: 5e-5 apart), though never
-  // from run to run — which is what DESIGN.md promises: same thread count, same bits.
+  // One image, so no split of the batch: each pass's kernel (oneDNN's in f32; a single OpenBLAS
+  // GEMM in the im2col reference) spreads that image over the threads. Its result may depend on
+  // the thread count (the GEMM's did on AMD EPYC / Zen 2: 5e-5 apart), though never from run to
+  // run — which is what docs/tensor.md promises: same thread count, same bits.
   Tensor x = randn_of({1, 64, 32, 32}, DType::f32).requires_grad_();
   Tensor w = randn_of({64, 64, 3, 3}, DType::f32).requires_grad_();
   Tensor b = randn_of({64}, DType::f32).requires_grad_();
@@ -326,6 +345,224 @@ TEST_CASE("conv2d names the op and the shapes in its errors") {
   CHECK_THROWS_WITH_AS(conv2d(x, randn_of({4, 3, 3, 3}), Tensor(), 0), "conv2d: stride must be positive, got (0, 0)",
                        Error);
   CHECK_THROWS_WITH_AS(conv2d(x, randn_of({4, 3, 3, 3}), Tensor(), 1, {0, -1}), doctest::Contains("padding"), Error);
+}
+
+// ---- the fast path (oneDNN) against the im2col + GEMM reference ----
+
+namespace {
+
+// Shapes on which oneDNN runs at least one pass (Note [When oneDNN runs] in core/cpu/conv_onednn.cpp):
+// batch 1 and larger, one input channel (the CNN's first layer), channel counts that fill oneDNN's
+// 8-channel blocks and counts that do not, strides, padding on both sides, dilation, groups,
+// depthwise, and a 7x7 stride-2 stem with 3 input channels.
+const std::vector<ConvCase>& fast_path_cases() {
+  static const std::vector<ConvCase> cases{
+      {{1, 16, 7, 5}, {24, 16, 3, 2}, {2, 1}, 1, {2, 1}, 1},
+      {{1, 16, 7, 6}, {24, 16, 3, 2}, 1, 1, {2, 1}, 1},
+      {{2, 1, 12, 12}, {8, 1, 5, 5}, 1, 2, 1, 1},
+      {{3, 12, 10, 9}, {20, 12, 3, 3}, 1, 1, 1, 1},
+      {{2, 16, 11, 10}, {32, 16, 3, 3}, 2, 1, 1, 1},
+      {{2, 16, 12, 12}, {16, 8, 3, 3}, 1, 2, 2, 2},
+      {{2, 32, 9, 8}, {32, 16, 3, 3}, {1, 2}, 1, 1, 2},
+      {{2, 8, 9, 7}, {8, 1, 3, 3}, {2, 1}, 1, 1, 8},
+      {{2, 3, 17, 17}, {8, 3, 7, 7}, 2, 3, 1, 1},
+  };
+  return cases;
+}
+
+constexpr std::array<cpu::ConvPass, 3> kConvPasses{cpu::ConvPass::forward, cpu::ConvPass::grad_input,
+                                                   cpu::ConvPass::grad_weight};
+
+bool runs_on_onednn(cpu::ConvPass pass, const Shape& input, const Shape& weight, DType dtype,
+                    const Conv2dParams& params) {
+  return cpu::conv2d_implementation(pass, input, weight, dtype, params).rfind("oneDNN ", 0) == 0;
+}
+
+struct ConvPassResults {
+  Tensor out, grad_input, grad_weight;
+};
+
+// The three CPU kernels on the same tensors: cpu::conv2d, ... (oneDNN where it runs) or the im2col
+// reference, each into a fresh contiguous output.
+ConvPassResults run_conv_passes(bool reference, const Tensor& x, const Tensor& w, const Tensor& b, const Tensor& g,
+                                const Conv2dParams& params) {
+  ConvPassResults r{empty(g.sizes(), {g.dtype()}), empty(x.sizes(), {x.dtype()}), empty(w.sizes(), {w.dtype()})};
+  if (reference) {
+    cpu::conv2d_reference(r.out, x, w, b, params);
+    cpu::conv2d_grad_input_reference(r.grad_input, g, w, params);
+    cpu::conv2d_grad_weight_reference(r.grad_weight, g, x, params);
+  } else {
+    cpu::conv2d(r.out, x, w, b, params);
+    cpu::conv2d_grad_input(r.grad_input, g, w, params);
+    cpu::conv2d_grad_weight(r.grad_weight, g, x, params);
+  }
+  return r;
+}
+
+// max |actual - expected| as a fraction of the largest |expected| (at least 1).
+double relative_diff(const Tensor& actual, const Tensor& expected) {
+  const std::vector<double> v = test::values(expected);
+  double largest = 1.0;
+  for (double e : v) largest = std::max(largest, std::abs(e));
+  return test::max_abs_diff(actual, expected) / largest;
+}
+
+// Checks the three passes of cpu:: against the reference, `tolerance` relative to each result's
+// largest value, and that oneDNN runs at least one of them (else the case tests nothing).
+void check_fast_path(const ConvCase& c, const Tensor& x, const Tensor& w, const Tensor& b, const Tensor& g,
+                     double tolerance) {
+  const Conv2dParams params{c.stride, c.padding, c.dilation, c.groups};
+  CHECK(std::any_of(kConvPasses.begin(), kConvPasses.end(), [&](cpu::ConvPass pass) {
+    return runs_on_onednn(pass, c.input, c.weight, x.dtype(), params);
+  }));
+  const ConvPassResults fast = run_conv_passes(false, x, w, b, g, params);
+  const ConvPassResults reference = run_conv_passes(true, x, w, b, g, params);
+  CHECK(fast.out.dtype() == x.dtype());
+  CHECK(relative_diff(fast.out, reference.out) <= tolerance);
+  CHECK(relative_diff(fast.grad_input, reference.grad_input) <= tolerance);
+  CHECK(relative_diff(fast.grad_weight, reference.grad_weight) <= tolerance);
+}
+
+Shape out_shape_of(const ConvCase& c) {
+  return conv_out_shape(c.input, c.weight, {c.stride, c.padding, c.dilation, c.groups});
+}
+
+}  // namespace
+
+TEST_CASE("conv2d runs oneDNN's blocked kernels where they pay off and the im2col reference elsewhere") {
+  // The rule of Note [When oneDNN runs] in core/cpu/conv_onednn.cpp, as forward / grad_input / grad_weight.
+  struct Expected {
+    Shape input, weight;
+    Conv2dParams params;
+    std::array<bool, 3> onednn;
+  };
+  for (const Expected& e : std::vector<Expected>{
+           {{2, 64, 14, 14}, {64, 64, 3, 3}, {1, 1, 1, 1}, {true, true, true}},
+           {{2, 1, 28, 28}, {32, 1, 5, 5}, {1, 2, 1, 1}, {true, false, false}},      // one input channel
+           {{1, 3, 32, 32}, {16, 3, 7, 7}, {2, 3, 1, 1}, {true, false, true}},       // a stem's 3 channels
+           {{1, 256, 7, 7}, {256, 256, 3, 3}, {1, 1, 1, 1}, {true, true, false}},    // many channels
+           {{2, 64, 8, 8}, {128, 64, 1, 1}, {2, 0, 1, 1}, {false, false, false}},    // 1x1
+           {{2, 32, 8, 8}, {32, 1, 3, 3}, {1, 1, 1, 32}, {true, true, true}},        // depthwise
+           {{1, 12, 6, 5}, {9, 4, 2, 3}, {1, 0, 1, 3}, {false, false, false}},       // odd group sizes
+       }) {
+    INFO("input ", shape_str(e.input), " weight ", shape_str(e.weight), " groups ", e.params.groups);
+    for (size_t pass = 0; pass < kConvPasses.size(); ++pass) {
+      CAPTURE(pass);
+      CHECK(runs_on_onednn(kConvPasses[pass], e.input, e.weight, DType::f32, e.params) == e.onednn[pass]);
+    }
+  }
+}
+
+TEST_CASE("conv2d's fast path matches the im2col reference in f32 in all three passes") {
+  for (const ConvCase& c : fast_path_cases()) {
+    for (bool with_bias : {true, false}) {
+      INFO("input ", shape_str(c.input), " weight ", shape_str(c.weight), " groups ", c.groups, " bias ", with_bias);
+      const Tensor x = randn_of(c.input, DType::f32), w = randn_of(c.weight, DType::f32);
+      const Tensor b = with_bias ? randn_of({c.weight[0]}, DType::f32) : Tensor();
+      // Two f32 sums of the same products (at most ~300 per value here, of N(0, 1) values) in
+      // different orders: a few roundings of the sum's size apart, < 1e-6 of the largest value measured.
+      check_fast_path(c, x, w, b, randn_of(out_shape_of(c), DType::f32), 1e-5);
+    }
+  }
+}
+
+TEST_CASE("conv2d's fast path matches the im2col reference in bf16 in all three passes") {
+  for (const ConvCase& c : fast_path_cases()) {
+    INFO("input ", shape_str(c.input), " weight ", shape_str(c.weight), " groups ", c.groups);
+    const Tensor x = randn_of(c.input, DType::bf16), w = randn_of(c.weight, DType::bf16);
+    // Both paths compute in f32 and round once to bf16; f32 results a few roundings apart can round
+    // to neighbouring bf16 values: one bf16 step, 2^-7 of the largest value at most.
+    check_fast_path(c, x, w, randn_of({c.weight[0]}, DType::bf16), randn_of(out_shape_of(c), DType::bf16),
+                    1.0 / 128);
+  }
+}
+
+TEST_CASE("conv2d's fast path reads permuted and sliced views in all three passes") {
+  for (const ConvCase& c : {fast_path_cases()[4], fast_path_cases()[5], fast_path_cases()[7]}) {
+    INFO("input ", shape_str(c.input), " weight ", shape_str(c.weight), " groups ", c.groups);
+    const Shape& in = c.input;
+    const Shape out = out_shape_of(c);
+    // x: a permuted view of an NHWC tensor; w: its kernel dims transposed; b: every other element;
+    // g: a column range of a wider tensor.
+    const Tensor x = randn_of({in[0], in[2], in[3], in[1]}, DType::f32).permute({0, 3, 1, 2});
+    const Tensor w = randn_of({c.weight[0], c.weight[1], c.weight[3], c.weight[2]}, DType::f32).transpose(2, 3);
+    const Tensor b = randn_of({2 * c.weight[0]}, DType::f32).slice(0, 0, 2 * c.weight[0], 2);
+    const Tensor g = randn_of({out[0], out[1], out[2], out[3] + 3}, DType::f32).narrow(3, 2, out[3]);
+    for (const Tensor* t : {&x, &w, &b, &g}) REQUIRE_FALSE(t->is_contiguous());
+    // As in the f32 test above: a few roundings of the sum's size apart.
+    check_fast_path(c, x, w, b, g, 1e-5);
+    // The views give what their contiguous copies give, bit for bit: the same kernels run on the same values.
+    const Conv2dParams params{c.stride, c.padding, c.dilation, c.groups};
+    const ConvPassResults views = run_conv_passes(false, x, w, b, g, params);
+    const ConvPassResults copies = run_conv_passes(false, x.contiguous(), w.contiguous(), b.contiguous(),
+                                                   g.contiguous(), params);
+    CHECK(test::values(views.out) == test::values(copies.out));
+    CHECK(test::values(views.grad_input) == test::values(copies.grad_input));
+    CHECK(test::values(views.grad_weight) == test::values(copies.grad_weight));
+  }
+}
+
+TEST_CASE("conv2d runs f32, bf16 and f16 on oneDNN and f64 on the im2col reference") {
+  const Conv2dParams params{1, 1, 1, 1};
+  for (DType dtype : {DType::f32, DType::bf16, DType::f16}) {
+    CAPTURE(dtype);
+    CHECK(runs_on_onednn(cpu::ConvPass::forward, {2, 16, 8, 8}, {16, 16, 3, 3}, dtype, params));
+  }
+  CHECK(cpu::conv2d_implementation(cpu::ConvPass::forward, {2, 16, 8, 8}, {16, 16, 3, 3}, DType::f64, params) ==
+        "im2col + GEMM");
+  // An empty batch is left to the reference, which knows an empty sum is zero.
+  CHECK_FALSE(runs_on_onednn(cpu::ConvPass::grad_weight, {0, 16, 8, 8}, {16, 16, 3, 3}, DType::f32, params));
+  const Tensor grad_weight = full({4, 2, 3, 3}, 7.0, {DType::f32});
+  cpu::conv2d_grad_weight(grad_weight, empty({0, 4, 5, 5}, {DType::f32}), empty({0, 2, 5, 5}, {DType::f32}), params);
+  CHECK(test::values(grad_weight) == std::vector<double>(grad_weight.numel(), 0.0));
+}
+
+TEST_CASE("conv2d's fast path gives the same bits from several threads at once as from one") {
+  // Plans are made and run concurrently from four threads (Note [oneDNN convolution plans]): the
+  // cache and the scratch memory must keep them apart.
+  const std::vector<ConvCase>& cases = fast_path_cases();
+  std::vector<std::array<Tensor, 4>> inputs;
+  for (const ConvCase& c : cases)
+    inputs.push_back({randn_of(c.input, DType::f32), randn_of(c.weight, DType::f32),
+                      randn_of({c.weight[0]}, DType::f32), randn_of(out_shape_of(c), DType::f32)});
+  const auto run = [&](size_t i) {
+    const ConvCase& c = cases[i];
+    const ConvPassResults r = run_conv_passes(false, inputs[i][0], inputs[i][1], inputs[i][2], inputs[i][3],
+                                              {c.stride, c.padding, c.dilation, c.groups});
+    return std::vector<std::vector<double>>{test::values(r.out), test::values(r.grad_input),
+                                            test::values(r.grad_weight)};
+  };
+  std::vector<std::vector<std::vector<double>>> alone;
+  for (size_t i = 0; i < cases.size(); ++i) alone.push_back(run(i));
+  std::vector<std::vector<std::vector<double>>> together(cases.size());
+  std::vector<std::thread> threads;
+  for (size_t t = 0; t < 4; ++t)
+    threads.emplace_back([&, t] {
+      for (size_t i = t; i < cases.size(); i += 4) together[i] = run(i);
+    });
+  for (std::thread& thread : threads) thread.join();
+  CHECK(together == alone);
+}
+
+TEST_CASE("conv2d's fast path is bit-identical run to run at 1 and at 2 threads") {
+  // ResNet-like shapes on oneDNN's blocked kernels: a 3x3 convolution (all three passes) and a 7x7
+  // stride-2 stem (forward and weight gradient), whose weight gradients sum over the batch.
+  for (const ConvCase& c : std::vector<ConvCase>{{{4, 32, 14, 14}, {32, 32, 3, 3}, 1, 1, 1, 1},
+                                                {{4, 3, 32, 32}, {16, 3, 7, 7}, 2, 3, 1, 1}}) {
+    INFO("input ", shape_str(c.input), " weight ", shape_str(c.weight));
+    const Tensor x = randn_of(c.input, DType::f32), w = randn_of(c.weight, DType::f32);
+    const Tensor b = randn_of({c.weight[0]}, DType::f32), g = randn_of(out_shape_of(c), DType::f32);
+    for (int threads : {1, 2}) {
+      CAPTURE(threads);
+      test::NumThreadsGuard guard(threads);
+      const auto once = [&] {
+        const ConvPassResults r = run_conv_passes(false, x, w, b, g, {c.stride, c.padding, c.dilation, c.groups});
+        return std::vector<std::vector<double>>{test::values(r.out), test::values(r.grad_input),
+                                                test::values(r.grad_weight)};
+      };
+      CHECK(once() == once());
+    }
+  }
 }
 
 // ---- pooling ----

@@ -1,4 +1,6 @@
-// CPU convolution: im2col + one GEMM per image, images split across threads.
+// CPU convolution: the entry points, which run f32 on oneDNN where it can (Note [Which convolution
+// runs], core/cpu/conv_onednn.cpp), and the reference they fall back on and are tested against:
+// im2col + one GEMM per image, images split across threads.
 // Shape letters as in core/kernels/conv.h: input [N, C, H, W], weight [K, C / G, R, S], out [N, K, P, Q].
 //
 // Note [Convolution as GEMM]
@@ -36,6 +38,7 @@
 #include <functional>
 #include <vector>
 
+#include "core/cpu/conv_onednn.h"
 #include "core/factory.h"
 #include "core/kernels/conv.h"
 #include "core/kernels/gemm.h"
@@ -353,10 +356,46 @@ void conv2d_grad_weight_typed(const Tensor& grad_weight, const Tensor& grad_out,
   });
 }
 
-// The GEMM computes f16 and bf16 in f32 anyway, so the whole convolution does: the inputs are widened
-// once and the result rounded once into `out`.
-void compute_in_f32(const Tensor& out, const TensorList& inputs,
-                    const std::function<void(const Tensor&, const TensorList&)>& compute) {
+// Calls fn.template operator()<T>() with T the BLAS type of `dtype` (f32 or f64).
+template <typename Fn>
+void dispatch_blas(DType dtype, const Fn& fn) {
+  if (dtype == DType::f32) fn.template operator()<float>();
+  else fn.template operator()<double>();
+}
+
+// The im2col + GEMM convolutions of f32 or f64 tensors.
+void conv2d_im2col(const Tensor& out, const Tensor& input, const Tensor& weight, const Tensor& bias,
+                   const Conv2dParams& params) {
+  const ConvGeometry g = geometry_of(input, weight, out, params, out);
+  const Tensor input_data = kernels::contiguous(input), weight_data = kernels::contiguous(weight);
+  const Tensor bias_data = bias.defined() ? kernels::contiguous(bias) : Tensor();
+  dispatch_blas(out.dtype(), [&]<typename T>() { conv2d_typed<T>(out, input_data, weight_data, bias_data, g); });
+}
+
+void conv2d_grad_input_im2col(const Tensor& grad_input, const Tensor& grad_out, const Tensor& weight,
+                              const Conv2dParams& params) {
+  const ConvGeometry g = geometry_of(grad_input, weight, grad_out, params, grad_input);
+  const Tensor grad_out_data = kernels::contiguous(grad_out), weight_data = kernels::contiguous(weight);
+  dispatch_blas(grad_input.dtype(),
+                [&]<typename T>() { conv2d_grad_input_typed<T>(grad_input, grad_out_data, weight_data, g); });
+}
+
+void conv2d_grad_weight_im2col(const Tensor& grad_weight, const Tensor& grad_out, const Tensor& input,
+                               const Conv2dParams& params) {
+  const ConvGeometry g = geometry_of(input, grad_weight, grad_out, params, grad_weight);
+  if (g.N == 0) return kernels::fill(grad_weight, 0.0);  // an empty sum
+  const Tensor grad_out_data = kernels::contiguous(grad_out), input_data = kernels::contiguous(input);
+  dispatch_blas(grad_weight.dtype(),
+                [&]<typename T>() { conv2d_grad_weight_typed<T>(grad_weight, grad_out_data, input_data, g); });
+}
+
+bool is_blas_dtype(DType dtype) { return dtype == DType::f32 || dtype == DType::f64; }
+
+// Runs compute(out, inputs) in a BLAS dtype. The GEMM computes f16 and bf16 in f32 anyway, so the whole
+// convolution does: their inputs are widened once and the result rounded once into `out`.
+void in_blas_dtype(const Tensor& out, const TensorList& inputs,
+                   const std::function<void(const Tensor&, const TensorList&)>& compute) {
+  if (is_blas_dtype(out.dtype())) return compute(out, inputs);
   Tensor result = empty(out.sizes(), {DType::f32, out.device()});
   TensorList widened;
   for (const Tensor& t : inputs) {
@@ -371,53 +410,60 @@ void compute_in_f32(const Tensor& out, const TensorList& inputs,
   kernels::copy(out, result);
 }
 
-bool is_blas_dtype(DType dtype) { return dtype == DType::f32 || dtype == DType::f64; }
-
-// Calls fn.template operator()<T>() with T the BLAS type of `dtype` (f32 or f64).
-template <typename Fn>
-void dispatch_blas(DType dtype, const Fn& fn) {
-  if (dtype == DType::f32) fn.template operator()<float>();
-  else fn.template operator()<double>();
-}
-
 }  // namespace
 
+// Note [Which convolution runs]
+// An f32 pass runs on oneDNN's blocked direct kernels where they beat im2col + GEMM (Note [When oneDNN
+// runs] in core/cpu/conv_onednn.cpp: up to 1.6x on the CNN's and ResNet's layers, docs/performance.md);
+// f16 and bf16 are widened to f32 and take the same path; f64, and the f32 passes oneDNN declines, run
+// on im2col + GEMM.
 void conv2d(const Tensor& out, const Tensor& input, const Tensor& weight, const Tensor& bias, const Conv2dParams& params) {
-  if (!is_blas_dtype(out.dtype())) {
-    return compute_in_f32(out, {input, weight, bias}, [&](const Tensor& result, const TensorList& f32) {
-      conv2d(result, f32[0], f32[1], f32[2], params);
-    });
-  }
-  const ConvGeometry g = geometry_of(input, weight, out, params, out);
-  const Tensor input_data = kernels::contiguous(input), weight_data = kernels::contiguous(weight);
-  const Tensor bias_data = bias.defined() ? kernels::contiguous(bias) : Tensor();
-  dispatch_blas(out.dtype(), [&]<typename T>() { conv2d_typed<T>(out, input_data, weight_data, bias_data, g); });
+  in_blas_dtype(out, {input, weight, bias}, [&](const Tensor& result, const TensorList& in) {
+    if (!onednn::try_conv2d(result, in[0], in[1], in[2], params)) conv2d_im2col(result, in[0], in[1], in[2], params);
+  });
 }
 
 void conv2d_grad_input(const Tensor& grad_input, const Tensor& grad_out, const Tensor& weight, const Conv2dParams& params) {
-  if (!is_blas_dtype(grad_input.dtype())) {
-    return compute_in_f32(grad_input, {grad_out, weight}, [&](const Tensor& result, const TensorList& f32) {
-      conv2d_grad_input(result, f32[0], f32[1], params);
-    });
-  }
-  const ConvGeometry g = geometry_of(grad_input, weight, grad_out, params, grad_input);
-  const Tensor grad_out_data = kernels::contiguous(grad_out), weight_data = kernels::contiguous(weight);
-  dispatch_blas(grad_input.dtype(),
-                [&]<typename T>() { conv2d_grad_input_typed<T>(grad_input, grad_out_data, weight_data, g); });
+  in_blas_dtype(grad_input, {grad_out, weight}, [&](const Tensor& result, const TensorList& in) {
+    if (!onednn::try_conv2d_grad_input(result, in[0], in[1], params))
+      conv2d_grad_input_im2col(result, in[0], in[1], params);
+  });
 }
 
 void conv2d_grad_weight(const Tensor& grad_weight, const Tensor& grad_out, const Tensor& input,
                         const Conv2dParams& params) {
-  if (!is_blas_dtype(grad_weight.dtype())) {
-    return compute_in_f32(grad_weight, {grad_out, input}, [&](const Tensor& result, const TensorList& f32) {
-      conv2d_grad_weight(result, f32[0], f32[1], params);
-    });
-  }
-  const ConvGeometry g = geometry_of(input, grad_weight, grad_out, params, grad_weight);
-  if (g.N == 0) return kernels::fill(grad_weight, 0.0);  // an empty sum
-  const Tensor grad_out_data = kernels::contiguous(grad_out), input_data = kernels::contiguous(input);
-  dispatch_blas(grad_weight.dtype(),
-                [&]<typename T>() { conv2d_grad_weight_typed<T>(grad_weight, grad_out_data, input_data, g); });
+  in_blas_dtype(grad_weight, {grad_out, input}, [&](const Tensor& result, const TensorList& in) {
+    if (!onednn::try_conv2d_grad_weight(result, in[0], in[1], params))
+      conv2d_grad_weight_im2col(result, in[0], in[1], params);
+  });
+}
+
+void conv2d_reference(const Tensor& out, const Tensor& input, const Tensor& weight, const Tensor& bias,
+                      const Conv2dParams& params) {
+  in_blas_dtype(out, {input, weight, bias}, [&](const Tensor& result, const TensorList& in) {
+    conv2d_im2col(result, in[0], in[1], in[2], params);
+  });
+}
+
+void conv2d_grad_input_reference(const Tensor& grad_input, const Tensor& grad_out, const Tensor& weight,
+                                 const Conv2dParams& params) {
+  in_blas_dtype(grad_input, {grad_out, weight}, [&](const Tensor& result, const TensorList& in) {
+    conv2d_grad_input_im2col(result, in[0], in[1], params);
+  });
+}
+
+void conv2d_grad_weight_reference(const Tensor& grad_weight, const Tensor& grad_out, const Tensor& input,
+                                  const Conv2dParams& params) {
+  in_blas_dtype(grad_weight, {grad_out, input}, [&](const Tensor& result, const TensorList& in) {
+    conv2d_grad_weight_im2col(result, in[0], in[1], params);
+  });
+}
+
+std::string conv2d_implementation(ConvPass pass, const Shape& input, const Shape& weight, DType dtype,
+                                  const Conv2dParams& params) {
+  const DType computed = is_blas_dtype(dtype) ? dtype : DType::f32;  // in_blas_dtype
+  const std::string onednn_name = onednn::implementation(pass, input, weight, computed, params);
+  return onednn_name.empty() ? "im2col + GEMM" : "oneDNN " + onednn_name;
 }
 
 }  // namespace sg::cpu

@@ -1,6 +1,7 @@
 #pragma once
 // defines: Conv2dParams and the 2-D convolution kernels — conv2d (forward), conv2d_grad_input,
-//          conv2d_grad_weight — on NCHW tensors (core/cpu/conv.cpp: im2col + GEMM).
+//          conv2d_grad_weight — on NCHW tensors; on the CPU oneDNN's blocked kernels where they pay
+//          off, else im2col + GEMM, the reference (core/cpu/conv.cpp); on GPUs cuDNN (core/cuda/conv.cpp).
 //
 // Shape letters, as cuDNN's: input [N, C, H, W], weight [K, C / G, R, S], bias [K],
 // out [N, K, P, Q], with G groups and P = window_output_size(H, R, stride.h, padding.h,
@@ -9,6 +10,8 @@
 // Contract: the front (autograd/ops_conv.cpp) has checked the shapes, that every tensor has one
 // floating dtype and one device, and allocated the outputs contiguous. Inputs may have any
 // strides. grad_bias is not a kernel: it is grad_out summed over N, P and Q.
+#include <string>
+
 #include "core/kernels/window.h"
 #include "core/tensor.h"
 
@@ -30,8 +33,7 @@ namespace sg::kernels {
 void conv2d(const Tensor& out, const Tensor& input, const Tensor& weight, const Tensor& bias, const Conv2dParams& params);
 // grad_input = d(sum(grad_out * conv2d(input, weight)))/d input: the transposed convolution.
 void conv2d_grad_input(const Tensor& grad_input, const Tensor& grad_out, const Tensor& weight, const Conv2dParams& params);
-// grad_weight[k, c, r, s] = sum over n, p, q of grad_out[n, k, p, q] * input[n, c, ...]; the sum over
-// images runs in an order fixed by N alone, so the result does not depend on the thread count.
+// grad_weight[k, c, r, s] = sum over n, p, q of grad_out[n, k, p, q] * input[n, c, ...].
 void conv2d_grad_weight(const Tensor& grad_weight, const Tensor& grad_out, const Tensor& input,
                         const Conv2dParams& params);
 
@@ -46,8 +48,26 @@ void conv2d_grad_weight(const Tensor& grad_weight, const Tensor& grad_out, const
 }  // namespace sg::cuda
 
 namespace sg::cpu {
+// core/cpu/conv.cpp: f32 (and f16 and bf16, computed in f32) on oneDNN where its blocked kernels beat
+// the reference below for the pass and shapes (core/cpu/conv_onednn.cpp), the rest on the reference.
 void conv2d(const Tensor& out, const Tensor& input, const Tensor& weight, const Tensor& bias, const Conv2dParams& params);
 void conv2d_grad_input(const Tensor& grad_input, const Tensor& grad_out, const Tensor& weight, const Conv2dParams& params);
 void conv2d_grad_weight(const Tensor& grad_weight, const Tensor& grad_out, const Tensor& input,
                         const Conv2dParams& params);
+
+// The reference, for every floating dtype: im2col + GEMM (Note [Convolution as GEMM] in
+// core/cpu/conv.cpp), short enough to read, and the oracle the oneDNN path is tested against. Its weight
+// gradient sums the images in an order fixed by N alone, so it does not depend on the thread count.
+void conv2d_reference(const Tensor& out, const Tensor& input, const Tensor& weight, const Tensor& bias,
+                      const Conv2dParams& params);
+void conv2d_grad_input_reference(const Tensor& grad_input, const Tensor& grad_out, const Tensor& weight,
+                                 const Conv2dParams& params);
+void conv2d_grad_weight_reference(const Tensor& grad_weight, const Tensor& grad_out, const Tensor& input,
+                                  const Conv2dParams& params);
+
+enum class ConvPass { forward, grad_input, grad_weight };
+// What cpu::conv2d (forward), conv2d_grad_input or conv2d_grad_weight runs for these shapes and dtype
+// at the current thread count, e.g. "oneDNN jit:avx2, reorders input, weight, out" or "im2col + GEMM".
+std::string conv2d_implementation(ConvPass pass, const Shape& input, const Shape& weight, DType dtype,
+                                  const Conv2dParams& params);
 }  // namespace sg::cpu
