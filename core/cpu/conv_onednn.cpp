@@ -21,29 +21,30 @@
 // kernel and their layouts, and every call reorders the inputs into those layouts and the result back
 // (the weights too: they change at every step). Described as plain NCHW instead, the operands restrict
 // oneDNN to its own im2col + GEMM (gemm:jit), which on these shapes is no faster than our im2col +
-// OpenBLAS reference (0.65-1.3x its time on 1 thread, 0.8-3.4x on 2, even on average), so that reference
-// runs wherever the blocked kernels do not pay for their reorders. Measured on the
-// shapes of bench/conv.cpp (docs/performance.md has the tables), they pay off:
-//   - forward: always but for 1x1 kernels (0.5-0.95x the plain time with 3x3 to 7x7 kernels, even
-//     with 1 or 3 input channels, which oneDNN then reads as NCHW without a reorder);
-//   - grad_input: when the input has >= 8 channels (0.45-0.7x); with 1 or 3 channels the 8-channel
-//     blocks are mostly padding and take 1.5-4x as long;
-//   - grad_weight: with up to 64 x 64 channels per group (0.5-0.85x on the CNN's second layer, ResNet's
-//     stem and its 56x56 stage), not beyond (1.05-1.65x from 128 x 128 on, where the GEMMs are large),
-//     and not for a single input channel (3-5x: the blocks padded 8-fold);
+// OpenBLAS reference (0.65-1.3x its time on 1 thread, 0.8-3.4x on 2), so that reference runs wherever
+// the blocked kernels do not beat it. Measured on the shapes of bench/conv.cpp on 1 and 2 threads
+// (docs/performance.md has the tables), they do:
+//   - forward: for every kernel but 1x1 (0.95-1.7x the reference's speed on 1 and 2 threads, 1 or 3
+//     input channels included, which oneDNN then reads as NCHW without a reorder);
+//   - grad_input: when the input has >= 8 channels (1.2-1.85x); with 1 or 3 channels the 8-channel
+//     blocks are mostly padding and take 1.5-4x as long as gemm:jit;
+//   - grad_weight: while the weight is small, fewer than 64 x 64 channels per group (0.93-1.6x on the
+//     CNN's second layer and ResNet's stem), but not for a single input channel (2.5-5x slower than
+//     gemm:jit: the blocks padded 8-fold); from 64 x 64 channels on, the reference is as fast on 1
+//     thread and up to 1.45x faster on 2;
 //   - 1x1 kernels: never; they do so little arithmetic per element that the reorders cost what
-//     blocking saves (0.85-1.35x, no consistent winner).
-// A depthwise convolution (groups = C >= 8) gets oneDNN's depthwise kernels (jit_dw), 5-8x faster than
+//     blocking saves (0.7-1.7x gemm:jit's time, no consistent winner).
+// A depthwise convolution (groups = C >= 8) gets oneDNN's depthwise kernels (jit_dw), 5-12x faster than
 // a GEMM. Where oneDNN picks its GEMM path or its naive reference for blocked layouts anyway (odd group
-// sizes), the reference runs. The rule is fixed, not timed at run time: a timed choice could differ
-// from run to run, and so would the bits (Note [oneDNN and determinism]).
+// sizes, some dilations), the reference runs. The rule is fixed, not timed at run time: a timed choice
+// could differ from run to run, and so would the bits (Note [oneDNN and determinism]).
 //
 // Note [oneDNN and determinism]
 // A plan's kernel splits the work the same way at every call, and reorders only move numbers, so the
-// same thread count gives the same bits run to run (docs/tensor.md: Threads and determinism; tests/test_conv.cpp
-// checks). oneDNN promises nothing across thread counts; its blocked AVX2 kernels gave the same bits
-// on 1 and 2 threads on every shape tried here, and the weight gradients that fall to the reference
-// sum in an order fixed by N alone.
+// same thread count gives the same bits run to run (docs/tensor.md: Threads and determinism;
+// tests/test_conv.cpp checks). oneDNN promises nothing across thread counts; its blocked AVX2 kernels
+// gave the same bits on 1 and 2 threads on every shape tried here, and the weight gradients that fall
+// to the reference sum in an order fixed by N alone.
 #include "core/cpu/conv_onednn.h"
 
 #include <oneapi/dnnl/dnnl.hpp>
@@ -113,7 +114,7 @@ bool blocked_kernels_pay_off(const Call& call) {
   const bool pointwise = call.weight[2] == 1 && call.weight[3] == 1;
   if (pointwise) return false;
   if (call.pass == ConvPass::grad_input) return C >= 8;
-  if (call.pass == ConvPass::grad_weight) return C > 1 && (C / G) * (K / G) <= 64 * 64;
+  if (call.pass == ConvPass::grad_weight) return C > 1 && (C / G) * (K / G) < 64 * 64;
   return true;  // forward
 }
 
