@@ -53,9 +53,10 @@ Batch default_collate(const std::vector<Example>& examples) {
 class DataLoader::Iterator::Pass {
 public:
   Pass(std::shared_ptr<const Dataset> dataset, Collate collate, std::vector<std::vector<int64_t>> batches,
-       int num_workers, int prefetch_factor, bool pin_memory, Device device)
-      : dataset_(std::move(dataset)), collate_(std::move(collate)), batches_(std::move(batches)),
-        window_(static_cast<int64_t>(num_workers) * prefetch_factor), pin_memory_(pin_memory), device_(device) {
+       uint64_t seed, int64_t epoch, int num_workers, int prefetch_factor, bool pin_memory, Device device)
+      : dataset_(std::move(dataset)), collate_(std::move(collate)), batches_(std::move(batches)), seed_(seed),
+        epoch_(epoch), window_(static_cast<int64_t>(num_workers) * prefetch_factor), pin_memory_(pin_memory),
+        device_(device) {
     try {
       for (int w = 0; w < num_workers; ++w) workers_.emplace_back([this] { work(); });
     } catch (...) {  // could not start every thread: stop those that did start
@@ -103,7 +104,9 @@ private:
     examples.reserve(batches_[index].size());
     for (int64_t example : batches_[index]) {
       if (stopping_) return {};  // the consumer has gone; nobody will read this batch
-      examples.push_back(dataset_->get(example));
+      // The example's own random stream: Note [Per-example random draws] in data/dataset.h.
+      Generator generator = example_generator(seed_, epoch_, example);
+      examples.push_back(dataset_->get_augmented(example, generator));
     }
     Batch batch = collate_(examples);
     if (!pin_memory_) return batch;
@@ -161,6 +164,8 @@ private:
   const std::shared_ptr<const Dataset> dataset_;
   const Collate collate_;
   const std::vector<std::vector<int64_t>> batches_;
+  const uint64_t seed_;  // with epoch_, what the examples' random draws derive from
+  const int64_t epoch_;
   const int64_t window_;  // batches claimed by workers but not yet delivered, at most
   const bool pin_memory_;  // only when a GPU is usable (DataLoader's constructor decides)
   const Device device_;
@@ -232,7 +237,7 @@ DataLoader::DataLoader(std::shared_ptr<const Dataset> dataset, DataLoaderOptions
 
 DataLoader::Iterator DataLoader::begin() {
   auto pass = std::make_unique<Iterator::Pass>(dataset_, options_.collate, batch_sampler_.batches(epoch_),
-                                               options_.num_workers, options_.prefetch_factor,
+                                               options_.seed, epoch_, options_.num_workers, options_.prefetch_factor,
                                                options_.pin_memory, options_.device);
   ++epoch_;
   return Iterator(std::move(pass));

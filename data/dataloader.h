@@ -48,7 +48,8 @@ struct DataLoaderOptions {
   bool drop_last = false;   // drop the last batch when it would be smaller than batch_size
   int num_workers = 0;      // 0: each batch is made on the consuming thread when it is needed
   int prefetch_factor = 2;  // batches in flight per worker
-  uint64_t seed = 0;        // shuffling seed; the order of epoch e comes from seed + e
+  uint64_t seed = 0;        // shuffling seed (the order of epoch e comes from seed + e) and the
+                            // augmentation seed (Note [Per-example random draws] in data/dataset.h)
   Collate collate = {};     // empty: default_collate
   // Decides the order instead of `shuffle` (e.g. a DistributedSampler); excludes shuffle = true.
   std::shared_ptr<const Sampler> sampler = {};

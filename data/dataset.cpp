@@ -48,6 +48,19 @@ Example Subset::get(int64_t index) const {
   return dataset_->get(indices_[index]);
 }
 
+Example Subset::get_augmented(int64_t index, Generator& generator) const {
+  check_index(index, size(), "Subset");
+  return dataset_->get_augmented(indices_[index], generator);
+}
+
+Generator example_generator(uint64_t seed, int64_t epoch, int64_t index) {
+  // Philox used as a hash: its output words under one key are independent of one another, so
+  // keys that differ in any of the three numbers give unrelated streams.
+  const auto key_of = [](const Generator::Block& block) { return uint64_t(block.word[0]) << 32 | block.word[1]; };
+  const uint64_t pass_key = key_of(philox4x32_10(seed, static_cast<uint64_t>(epoch)));
+  return Generator(key_of(philox4x32_10(pass_key, static_cast<uint64_t>(index))));
+}
+
 std::vector<std::shared_ptr<Subset>> random_split(std::shared_ptr<const Dataset> dataset,
                                                   const std::vector<int64_t>& lengths, Generator& generator) {
   SG_CHECK(dataset != nullptr, "random_split: the dataset is null");

@@ -1,6 +1,6 @@
 #pragma once
-// defines: Example, Dataset, TensorDataset, Subset, random_split — map-style data sets as in
-//          torch.utils.data: a size and a get(index).
+// defines: Example, Dataset, TensorDataset, Subset, random_split, example_generator — map-style
+//          data sets as in torch.utils.data: a size and a get(index).
 #include <cstdint>
 #include <memory>
 #include <vector>
@@ -9,6 +9,17 @@
 #include "core/tensor.h"
 
 namespace sg::data {
+
+// Note [Per-example random draws]
+// A random transform (RandomResizedCrop, RandomHorizontalFlip, ...) draws only from a Generator
+// that belongs to one example in one pass: example_generator(seed, epoch, index), from the
+// DataLoader's seed, its pass number and the example's index in the data set. The DataLoader
+// hands it to Dataset::get_augmented; no other state feeds the draws, so an example's
+// augmentation is the same whichever worker thread loads it and in whatever order — the batches
+// are identical with num_workers = 0, 1 or 3, and a run resumed with set_epoch(e) sees the
+// augmentations an uninterrupted run would. (torch seeds each worker instead, so its
+// augmentations change with num_workers.) Data sets without randomness keep the default
+// get_augmented, which ignores the generator.
 
 // One training example: what the model reads and what it should predict.
 struct Example {
@@ -25,7 +36,14 @@ public:
   virtual ~Dataset() = default;
   virtual int64_t size() const = 0;
   virtual Example get(int64_t index) const = 0;
+  // The example as one DataLoader pass sees it: random transforms draw from `generator`, this
+  // example's own stream (Note [Per-example random draws]).
+  virtual Example get_augmented(int64_t index, Generator& /*generator*/) const { return get(index); }
 };
+
+// The generator of example `index` in pass `epoch` of a loader seeded with `seed`: a Philox
+// stream whose key hashes the three numbers (Note [Per-example random draws]).
+Generator example_generator(uint64_t seed, int64_t epoch, int64_t index);
 
 // Examples are the rows of two tensors: get(i) returns views of inputs[i] and targets[i]
 // (they share memory with the tensors given here; the collate function copies them).
@@ -49,6 +67,7 @@ public:
   Subset(std::shared_ptr<const Dataset> dataset, std::vector<int64_t> indices);
   int64_t size() const override { return static_cast<int64_t>(indices_.size()); }
   Example get(int64_t index) const override;
+  Example get_augmented(int64_t index, Generator& generator) const override;
   const std::vector<int64_t>& indices() const { return indices_; }
 
 private:

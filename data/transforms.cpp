@@ -47,10 +47,24 @@ Tensor Normalize::operator()(const Tensor& image) const {
   return out;
 }
 
-Tensor Compose::operator()(const Tensor& image) const {
+Tensor Compose::operator()(const Tensor& image, Generator& generator) const {
   Tensor result = image;
-  for (const Transform& transform : transforms_) result = transform(result);
+  for (const Step& step : steps_) {
+    if (const auto* transform = std::get_if<Transform>(&step))
+      result = (*transform)(result);
+    else
+      result = std::get<RandomTransform>(step)(result, generator);
+  }
   return result;
+}
+
+Tensor Compose::operator()(const Tensor& image) const {
+  for (size_t i = 0; i < steps_.size(); ++i)
+    SG_CHECK(std::holds_alternative<Transform>(steps_[i]), "Compose: step ", i, " of ", steps_.size(),
+             " draws random numbers, so the Compose needs a generator: call it as compose(image, generator) "
+             "(a data set's get_augmented passes the example's own, Note [Per-example random draws])");
+  Generator unused;
+  return (*this)(image, unused);
 }
 
 }  // namespace sg::data

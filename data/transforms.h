@@ -1,16 +1,22 @@
 #pragma once
-// defines: Transform, ToFloat, Normalize, Compose — per-example tensor transforms as in
-//          torchvision.transforms. They run on DataLoader worker threads, so they are plain
-//          loops (Note [Data code does not use the thread pool] in data/plain_copy.h).
+// defines: Transform, RandomTransform, ToFloat, Normalize, Compose — per-example tensor
+//          transforms as in torchvision.transforms (the image ones are in data/image_transforms.h).
+//          They run on DataLoader worker threads, so they are plain loops (Note [Data code does
+//          not use the thread pool] in data/plain_copy.h).
 #include <functional>
+#include <variant>
 #include <vector>
 
+#include "core/generator.h"
 #include "core/tensor.h"
 
 namespace sg::data {
 
 // Any callable from tensor to tensor; the classes below are the common ones.
 using Transform = std::function<Tensor(const Tensor&)>;
+// A transform that draws random numbers, all from the generator it is given: the example's own
+// (Note [Per-example random draws] in data/dataset.h). RandomResizedCrop, RandomHorizontalFlip.
+using RandomTransform = std::function<Tensor(const Tensor&, Generator&)>;
 
 // u8 pixels in [0, 255] to f32 in [0, 1] (the value scaling of torchvision's ToTensor); same shape.
 struct ToFloat {
@@ -29,14 +35,18 @@ private:
   std::vector<double> std_;
 };
 
-// Applies the transforms in order.
+// Applies the transforms in order; random ones draw from the generator in that order:
+//   Compose({RandomResizedCrop(224), RandomHorizontalFlip(), ToTensor(), Normalize(mean, std)})
 class Compose {
 public:
-  explicit Compose(std::vector<Transform> transforms) : transforms_(std::move(transforms)) {}
+  using Step = std::variant<Transform, RandomTransform>;
+  explicit Compose(std::vector<Step> steps) : steps_(std::move(steps)) {}
+  Tensor operator()(const Tensor& image, Generator& generator) const;
+  // Only for a Compose without random steps (throws naming the first random one otherwise).
   Tensor operator()(const Tensor& image) const;
 
 private:
-  std::vector<Transform> transforms_;
+  std::vector<Step> steps_;
 };
 
 }  // namespace sg::data
