@@ -161,6 +161,16 @@ void Accelerator::print_line(const std::string& line) const {
   std::fflush(stdout);
 }
 
+void Accelerator::init_trackers(const std::string& log_dir, data::SummaryWriterOptions options) {
+  if (is_main_process()) tracker_ = std::make_unique<data::SummaryWriter>(log_dir, std::move(options));
+}
+
+void Accelerator::log(const std::map<std::string, double>& values, int64_t step) {
+  for (const auto& [tag, value] : values) tracker_->add_scalar(tag, value, step);
+}
+
+void Accelerator::end_training() { tracker_->close(); }
+
 nn::Module& Accelerator::unwrap_model(nn::Module& model) const {
   if (auto* ddp = dynamic_cast<DistributedDataParallel*>(&model)) return ddp->module();
   return model;

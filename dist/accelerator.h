@@ -18,6 +18,12 @@
 //     accelerator.step(optimizer);                       // skipped when the f16 gradients overflowed
 //   }
 //   accelerator.print("done");                           // main rank only
+//
+// Experiment tracking, as Accelerate's with log_with="tensorboard" (docs/tensorboard.md):
+//   accelerator.init_trackers("runs/cnn");               // a TensorBoard writer on the main rank
+//   accelerator.log({{"loss/train", loss.item()}}, step);  // every rank may call it; only the main one writes
+//   accelerator.end_training();
+#include <map>
 #include <memory>
 #include <sstream>
 #include <string>
@@ -25,6 +31,7 @@
 #include "amp/autocast.h"
 #include "amp/grad_scaler.h"
 #include "data/dataloader.h"
+#include "data/summary_writer.h"
 #include "dist/ddp.h"
 #include "nn/module.h"
 #include "optim/checkpoint.h"
@@ -108,6 +115,22 @@ public:
     print_line(line.str());
   }
 
+  // Experiment tracking (Accelerate's init_trackers / log / get_tracker / end_training, with
+  // TensorBoard as the tracker). Every rank may make these calls alike: only the main process
+  // writes, so a run under sgrun leaves one set of event files, not one per rank.
+  // Opens a data::SummaryWriter on `log_dir` on the main process (Accelerate's logging_dir/
+  // project_name in one path); on the others nothing. An sg::Error names a directory it cannot create.
+  void init_trackers(const std::string& log_dir, data::SummaryWriterOptions options = {});
+  // Writes each value as a scalar point at `step` (data::SummaryWriter::add_scalar).
+  void log(const std::map<std::string, double>& values, int64_t step);
+  // The writer itself, for images, text and add_scalars (Accelerate's get_tracker("tensorboard",
+  // unwrap=True)): the main process's, or, on the other processes and before init_trackers, one
+  // whose every call returns at once.
+  data::SummaryWriter& get_tracker() { return *tracker_; }
+  // Flushes and closes the event files (the destructor does too, printing rather than throwing
+  // a write error).
+  void end_training();
+
   // The model inside the DDP wrapper (or the model itself).
   nn::Module& unwrap_model(nn::Module& model) const;
 
@@ -128,6 +151,7 @@ private:
   amp::GradScaler scaler_;
   optim::Optimizer* optimizer_ = nullptr;
   optim::LRScheduler* scheduler_ = nullptr;
+  std::unique_ptr<data::SummaryWriter> tracker_ = std::make_unique<data::SummaryWriter>();
 };
 
 }  // namespace sg::dist
