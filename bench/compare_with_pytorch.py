@@ -61,20 +61,24 @@ def run(command, threads):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--model", default="cnn", choices=["cnn"])
+    parser.add_argument("--model", default="cnn", choices=["cnn", "gpt-mini"],
+                        help="gpt-mini: batch 32, block 128 (bench/reference/gpt_torch.py); try --steps 10")
     parser.add_argument("--threads", default="1,2", help="comma-separated thread counts")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--steps", type=int, default=40)
     parser.add_argument("--build", default=os.path.join(ROOT, "build"), help="syncgrad's build directory")
     args = parser.parse_args()
 
-    reference = os.path.join(ROOT, "bench", "reference", f"{args.model}_torch.py")
+    gpt = args.model.startswith("gpt")
+    reference = os.path.join(ROOT, "bench", "reference", "gpt_torch.py" if gpt else f"{args.model}_torch.py")
+    shape = ["--batch", "32", "--block", "128"] if gpt else []  # both sides' defaults for the CNN
     implementations = {"syncgrad": lambda t: [os.path.join(args.build, "bench", "bench_models"), "--model", args.model,
-                                              "--threads", str(t), "--steps", str(args.steps)]}
+                                              "--threads", str(t), "--steps", str(args.steps)] + shape}
     python = venv_python()
-    implementations["pytorch-2"] = lambda t: [python, reference, "--threads", str(t), "--steps", str(args.steps)]
+    model_flag = ["--model", args.model] if gpt else []
+    implementations["pytorch-2"] = lambda t: [python, reference, "--threads", str(t), "--steps", str(args.steps)] + model_flag + shape
     if (debian := debian_torch()) is not None:
-        implementations["pytorch-1.13"] = lambda t: [debian, reference, "--threads", str(t), "--steps", str(args.steps)]
+        implementations["pytorch-1.13"] = lambda t: [debian, reference, "--threads", str(t), "--steps", str(args.steps)] + model_flag + shape
 
     thread_counts = [int(t) for t in args.threads.split(",")]
     results = {(name, t): [] for name in implementations for t in thread_counts}

@@ -1,25 +1,41 @@
 // bench_models: ms per training step (forward + backward + optimizer step) of the reference models
 // on synthetic data, so the number measures syncgrad and not the data pipeline.
 //   bench_models --model cnn --threads 1 --steps 50
-// Ends with one JSON line per run: {"bench":"train_step","model":"cnn","batch":64,"threads":1,"ms_per_step":...}
-// The PyTorch counterpart is bench/reference/cnn_torch.py.
+//   bench_models --model gpt-mini --batch 32 --block 128 --threads 1 --steps 20
+//   bench_models --model gpt-mini --generate-tokens 500      # generation tokens/s, KV cache on and off
+//   bench_models --model resnet34 --image-size 224 --batch 16 --steps 5
+// Ends with one JSON line per run: {"bench":"train_step","model":"cnn","batch":64,"threads":1,"ms_per_step":...,
+// "peak_rss_mb":...} (GPT models add "block" and "tokens_per_s", the CNNs and ResNets "images_per_s",
+// the ResNets "image_size"). The PyTorch counterparts are bench/reference/cnn_torch.py, gpt_torch.py
+// and resnet_torch.py.
 // Under the launcher (sgrun --nproc-per-node 2 bench_models ...) every process trains its own
-// batch of --batch images through DDP; rank 0 reports the total images/s and how long DDP
-// waited for its all-reduces at the end of backward. --device cuda times the step on a GPU (one
-// per process under sgrun, DDP over NCCL); each timed step then ends by waiting for the GPU.
+// batch through DDP; rank 0 reports the total items/s and how long DDP waited for its all-reduces at
+// the end of backward. --device cuda times the step on a GPU (one per process under sgrun, DDP over
+// NCCL); each timed step then ends by waiting for the GPU.
+//
+// Each model is one function that builds a Workload (model, optimizer, one step); adding a model is
+// adding such a function and its line in workloads().
 #include <CLI/CLI.hpp>
+#include <sys/resource.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <functional>
+#include <map>
+#include <memory>
 #include <vector>
 
 #include "core/cpu/blas.h"
 #include "core/cuda/runtime.h"
 #include "dist/accelerator.h"
 #include "models/cnn.h"
+#include "models/gpt.h"
+#include "models/resnet.h"
 #include "nn/functional.h"
 #include "optim/adam.h"
+#include "optim/clip_grad.h"
+#include "optim/sgd.h"
 #include "syncgrad.h"
 
 namespace {
@@ -30,8 +46,22 @@ struct Options {
   int steps = 50;
   int warmup = 5;
   int64_t batch = 64;
+  int64_t block = 128;        // GPT models: tokens per sequence
+  int64_t vocab = 96;         // GPT models: the vocabulary (about the fortunes corpus's)
+  int64_t generate_tokens = 0;  // GPT models: time generation of this many tokens instead of training
+  int64_t image_size = 224;     // ResNets: the side of the square images
   double bucket_mb = 25;
   std::string device = "auto";
+};
+
+// What one model's benchmark needs: the (prepared) model, its optimizer, and one training step.
+struct Workload {
+  std::shared_ptr<sg::nn::Module> model;
+  std::unique_ptr<sg::optim::Optimizer> optimizer;
+  std::function<void()> step;
+  int64_t items_per_step = 0;  // per process
+  std::string items = "images";
+  std::string extra_json;      // model-specific fields of the JSON line
 };
 
 double median(std::vector<double> values) {
@@ -39,33 +69,107 @@ double median(std::vector<double> values) {
   return values[values.size() / 2];
 }
 
-int run(const Options& options) {
-  sg::dist::AcceleratorOptions accelerator_options;
-  accelerator_options.ddp.bucket_cap_mb = options.bucket_mb;
-  accelerator_options.device = options.device;
-  sg::dist::Accelerator accelerator(accelerator_options);
-  sg::set_num_threads(options.threads);
-  sg::manual_seed(0);
-  auto model = accelerator.prepare(sg::models::make_fashion_mnist_model(options.model));
-  sg::optim::Adam optimizer(model->parameters(), {.lr = 0.005});
+double peak_rss_mb() {
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  return static_cast<double>(usage.ru_maxrss) / 1024.0;  // Linux reports KiB
+}
+
+// The Fashion-MNIST CNN or BasicNet, Adam at lr 0.005, on a random batch of images.
+Workload fashion_mnist_workload(const Options& options, sg::dist::Accelerator& accelerator) {
+  Workload work;
+  work.model = accelerator.prepare(sg::models::make_fashion_mnist_model(options.model));
+  work.optimizer = std::make_unique<sg::optim::Adam>(work.model->parameters(), sg::optim::AdamOptions{.lr = 0.005});
   sg::Generator data_generator(1 + accelerator.process_index());  // each process its own batch
   // Drawn on the CPU, so every device trains on the same images.
   const sg::Tensor input = sg::randn({options.batch, 1, 28, 28}, {}, &data_generator).to(accelerator.device());
-  const sg::Tensor target =
-      sg::randint(0, 10, {options.batch}, {sg::DType::i64}, &data_generator).to(accelerator.device());
-  const bool on_gpu = accelerator.device().is_cuda();
+  const sg::Tensor target = sg::randint(0, 10, {options.batch}, {sg::DType::i64}, &data_generator).to(accelerator.device());
   const bool log_probabilities = options.model == "basicnet";
-  const auto* ddp = dynamic_cast<const sg::dist::DistributedDataParallel*>(model.get());
-
-  std::vector<double> milliseconds, ddp_wait, all_reduce, backward;
-  for (int step = 0; step < options.warmup + options.steps; ++step) {
-    const auto start = std::chrono::steady_clock::now();
+  work.step = [&model = *work.model, &optimizer = *work.optimizer, input, target, log_probabilities] {
     optimizer.zero_grad();
-    const sg::Tensor output = (*model)(input);
+    const sg::Tensor output = model(input);
     sg::Tensor loss = log_probabilities ? sg::nn::functional::nll_loss(output, target)
                                         : sg::nn::functional::cross_entropy(output, target);
     loss.backward();
     optimizer.step();
+  };
+  work.items_per_step = options.batch;
+  return work;
+}
+
+sg::models::GPTConfig gpt_config(const Options& options) {
+  return {.model_type = options.model, .vocab_size = options.vocab, .block_size = options.block};
+}
+
+// minGPT as the recipe trains it: the recipe's AdamW groups, clip_grad_norm_(1.0), dropout 0.1, f32,
+// on random tokens.
+Workload gpt_workload(const Options& options, sg::dist::Accelerator& accelerator) {
+  Workload work;
+  auto gpt = std::make_shared<sg::models::GPT>(gpt_config(options));
+  work.optimizer = sg::models::create_optimizer(*gpt, {});
+  work.model = accelerator.prepare(gpt);
+  sg::Generator data_generator(1 + accelerator.process_index());
+  const sg::Tensor idx =
+      sg::randint(0, options.vocab, {options.batch, options.block}, {sg::DType::i64}, &data_generator).to(accelerator.device());
+  const sg::Tensor targets =
+      sg::randint(0, options.vocab, {options.batch, options.block}, {sg::DType::i64}, &data_generator).to(accelerator.device());
+  work.step = [&model = *work.model, &optimizer = *work.optimizer, params = work.model->parameters(), idx, targets] {
+    optimizer.zero_grad();
+    sg::Tensor loss = sg::models::gpt_loss(model(idx), targets);
+    loss.backward();
+    sg::optim::clip_grad_norm_(params, 1.0);
+    optimizer.step();
+  };
+  work.items_per_step = options.batch * options.block;
+  work.items = "tokens";
+  work.extra_json = ",\"block\":" + std::to_string(options.block);
+  return work;
+}
+
+// A ResNet as apps/train_resnet trains it (the recipe's 5 classes, SGD with momentum 0.9 and
+// weight decay 0.005, cross-entropy, f32) on random images; bench/reference/resnet_torch.py is
+// torchvision's step.
+Workload resnet_workload(const Options& options, sg::dist::Accelerator& accelerator) {
+  Workload work;
+  constexpr int64_t kClasses = 5;
+  work.model = accelerator.prepare(sg::models::make_resnet(options.model, {.num_classes = kClasses}));
+  work.optimizer = std::make_unique<sg::optim::SGD>(
+      work.model->parameters(), sg::optim::SGDOptions{.lr = 0.001, .momentum = 0.9, .weight_decay = 0.005});
+  sg::Generator data_generator(1 + accelerator.process_index());
+  const sg::Tensor input = sg::randn({options.batch, 3, options.image_size, options.image_size}, {}, &data_generator)
+                               .to(accelerator.device());
+  const sg::Tensor target =
+      sg::randint(0, kClasses, {options.batch}, {sg::DType::i64}, &data_generator).to(accelerator.device());
+  work.step = [&model = *work.model, &optimizer = *work.optimizer, input, target] {
+    optimizer.zero_grad();
+    sg::Tensor loss = sg::nn::functional::cross_entropy(model(input), target);
+    loss.backward();
+    optimizer.step();
+  };
+  work.items_per_step = options.batch;
+  work.extra_json = ",\"image_size\":" + std::to_string(options.image_size);
+  return work;
+}
+
+using WorkloadMaker = std::function<Workload(const Options&, sg::dist::Accelerator&)>;
+
+const std::map<std::string, WorkloadMaker>& workloads() {
+  static const std::map<std::string, WorkloadMaker> table = {
+      {"cnn", fashion_mnist_workload}, {"basicnet", fashion_mnist_workload},
+      {"gpt-nano", gpt_workload},      {"gpt-micro", gpt_workload},          {"gpt-mini", gpt_workload},
+      {"resnet18", resnet_workload},   {"resnet34", resnet_workload},
+  };
+  return table;
+}
+
+int train_steps(const Options& options, sg::dist::Accelerator& accelerator) {
+  Workload work = workloads().at(options.model)(options, accelerator);
+  const bool on_gpu = accelerator.device().is_cuda();
+  const auto* ddp = dynamic_cast<const sg::dist::DistributedDataParallel*>(work.model.get());
+  std::vector<double> milliseconds, ddp_wait, all_reduce, backward;
+  for (int step = 0; step < options.warmup + options.steps; ++step) {
+    const auto start = std::chrono::steady_clock::now();
+    work.step();
     if (on_gpu) sg::cuda::synchronize();  // the host only queued the step's kernels; wait until they ran
     const double elapsed = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
     if (step < options.warmup) continue;
@@ -78,35 +182,85 @@ int run(const Options& options) {
   }
   const double ms = median(milliseconds);
   const int processes = accelerator.num_processes();
-  const double images_per_second = 1000.0 * static_cast<double>(options.batch * processes) / ms;
+  const double items_per_second = 1000.0 * static_cast<double>(work.items_per_step * processes) / ms;
   accelerator.print(options.model, " batch ", options.batch, " x ", processes, " process(es) x ", options.threads,
                     " thread(s) on ", accelerator.device(), ": ", ms, " ms/step (median of ", options.steps, "), ",
-                    images_per_second, " img/s");
+                    items_per_second, " ", work.items, "/s, peak RSS ", peak_rss_mb(), " MB");
   if (!on_gpu) accelerator.print("GEMM: ", sg::cpu::blas_description());
   if (ddp != nullptr)
     accelerator.print("DDP: backward ", median(backward), " ms/step; all-reduce ", median(all_reduce),
                       " ms/step on the communication thread, of which backward waited ", median(ddp_wait),
                       " ms at its end (medians)");
-  char json[512];
+  char json[640];
   std::snprintf(json, sizeof json,
-                "{\"bench\":\"train_step\",\"impl\":\"syncgrad\",\"model\":\"%s\",\"device\":\"%s\",\"batch\":%lld,"
-                "\"threads\":%d,\"processes\":%d,\"ms_per_step\":%.3f,\"images_per_s\":%.1f}",
+                "{\"bench\":\"train_step\",\"impl\":\"syncgrad\",\"model\":\"%s\",\"device\":\"%s\",\"batch\":%lld%s,"
+                "\"threads\":%d,\"processes\":%d,\"ms_per_step\":%.3f,\"%s_per_s\":%.1f,\"peak_rss_mb\":%.1f}",
                 options.model.c_str(), accelerator.device().str().c_str(), static_cast<long long>(options.batch),
-                options.threads, processes, ms, images_per_second);
+                work.extra_json.c_str(), options.threads, processes, ms, work.items.c_str(), items_per_second,
+                peak_rss_mb());
   accelerator.print(json);
   return 0;
+}
+
+// Greedy generation of --generate-tokens tokens from a one-token prompt, batch 1, KV cache on then
+// off (docs/gpt.md, "The KV cache"): one JSON line each.
+int generation(const Options& options, sg::dist::Accelerator& accelerator) {
+  SG_CHECK(options.model.starts_with("gpt"), "bench_models: --generate-tokens needs a GPT model, got ", options.model);
+  sg::models::GPT model(gpt_config(options));
+  model.to(accelerator.device());
+  model.eval();
+  const sg::Tensor prompt = sg::zeros({1, 1}, {sg::DType::i64});
+  for (const bool use_cache : {true, false}) {
+    model.generate(prompt, {.max_new_tokens = 8, .use_cache = use_cache});  // warm-up
+    const auto start = std::chrono::steady_clock::now();
+    model.generate(prompt, {.max_new_tokens = options.generate_tokens, .use_cache = use_cache});
+    if (accelerator.device().is_cuda()) sg::cuda::synchronize();
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    const double tokens_per_second = static_cast<double>(options.generate_tokens) / seconds;
+    accelerator.print(options.model, " block ", options.block, ": ", options.generate_tokens, " new tokens, KV cache ",
+                      use_cache ? "on" : "off", ": ", tokens_per_second, " tokens/s");
+    char json[320];
+    std::snprintf(json, sizeof json,
+                  "{\"bench\":\"generate\",\"impl\":\"syncgrad\",\"model\":\"%s\",\"block\":%lld,\"new_tokens\":%lld,"
+                  "\"kv_cache\":%s,\"threads\":%d,\"tokens_per_s\":%.1f}",
+                  options.model.c_str(), static_cast<long long>(options.block),
+                  static_cast<long long>(options.generate_tokens), use_cache ? "true" : "false", options.threads,
+                  tokens_per_second);
+    accelerator.print(json);
+  }
+  return 0;
+}
+
+int run(const Options& options) {
+  sg::dist::AcceleratorOptions accelerator_options;
+  accelerator_options.ddp.bucket_cap_mb = options.bucket_mb;
+  accelerator_options.device = options.device;
+  sg::dist::Accelerator accelerator(accelerator_options);
+  sg::set_num_threads(options.threads);
+  sg::manual_seed(0);
+  return options.generate_tokens > 0 ? generation(options, accelerator) : train_steps(options, accelerator);
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
   Options options;
+  std::vector<std::string> names;
+  for (const auto& entry : workloads()) names.push_back(entry.first);
   CLI::App app{"Training-step benchmark of syncgrad's reference models"};
-  app.add_option("--model", options.model, "cnn or basicnet")->check(CLI::IsMember({"cnn", "basicnet"}))->capture_default_str();
+  app.add_option("--model", options.model, "The model")->check(CLI::IsMember(names))->capture_default_str();
   app.add_option("--threads", options.threads, "Intra-op threads")->check(CLI::PositiveNumber)->capture_default_str();
   app.add_option("--steps", options.steps, "Timed steps")->check(CLI::PositiveNumber)->capture_default_str();
   app.add_option("--warmup", options.warmup, "Untimed steps first")->check(CLI::NonNegativeNumber)->capture_default_str();
   app.add_option("--batch", options.batch, "Batch size")->check(CLI::PositiveNumber)->capture_default_str();
+  app.add_option("--block", options.block, "GPT models: tokens per sequence (block_size)")
+      ->check(CLI::PositiveNumber)->capture_default_str();
+  app.add_option("--vocab", options.vocab, "GPT models: vocabulary size")->check(CLI::PositiveNumber)->capture_default_str();
+  app.add_option("--image-size", options.image_size, "ResNets: the side of the square input images")
+      ->check(CLI::Range(int64_t{32}, int64_t{4096}))->capture_default_str();
+  app.add_option("--generate-tokens", options.generate_tokens,
+                 "GPT models: time generating this many tokens (KV cache on, then off) instead of training")
+      ->check(CLI::NonNegativeNumber)->capture_default_str();
   app.add_option("--device", options.device, "auto (a GPU when CUDA is available), cpu, or cuda")
       ->check(CLI::IsMember({"auto", "cpu", "cuda"}))->capture_default_str();
   app.add_option("--bucket-mb", options.bucket_mb, "Under sgrun: DDP's gradient bucket size in MB")

@@ -1,0 +1,169 @@
+// apps/train_gpt as a program: its configuration errors, a short training run, a resumed run that
+// continues bit-identically, 2 processes against 1 on the combined batch, and a worker killed under
+// sgrun --max-restarts 1. Every run trains gpt-nano on a small text for speed.
+#include <cmath>
+#include <fstream>
+#include <sstream>
+
+#include "dist_harness.h"
+#include "helpers.h"
+
+using namespace sg;
+
+namespace {
+
+using Run = test::AppRun;
+
+// 216 characters: with block_size 16, 200 examples, of which train_split 0.8 trains on 160 = 10 batches of 16.
+std::string write_text(const std::string& dir) {
+  std::string text;
+  const std::string line = "the quick brown fox jumps over the lazy dog; pack my box with five dozen jugs. ";
+  while (text.size() < 216) text += line;
+  text.resize(216);
+  const std::string path = dir + "/text.txt";
+  std::ofstream(path) << text;
+  return path;
+}
+
+// The overrides every run shares: gpt-nano on write_text's file, no AMP, no workers, a CSV log.
+std::vector<std::string> small_run(const std::string& dir, const std::string& name, int64_t batch_size, int epochs) {
+  return {"data_config.path=" + write_text(dir), "data_config.block_size=16", "data_config.truncate=1.0",
+          "data_config.train_split=0.8", "gpt_config.model_type=gpt-nano",
+          "trainer_config.max_epochs=" + std::to_string(epochs), "trainer_config.batch_size=" + std::to_string(batch_size),
+          "trainer_config.data_loader_workers=0", "trainer_config.use_amp=false", "trainer_config.save_every=1",
+          "trainer_config.snapshot_path=" + dir + "/" + name + ".safetensors",
+          "trainer_config.log_path=" + dir + "/" + name + ".csv", "trainer_config.sample_tokens=20"};
+}
+
+std::vector<std::string> without_dropout(std::vector<std::string> args) {
+  for (const char* key : {"embd_pdrop", "resid_pdrop", "attn_pdrop"}) args.push_back(std::string("gpt_config.") + key + "=0");
+  return args;
+}
+
+Run train_gpt(const std::vector<std::string>& args, int processes = 1) {
+  return test::run_app(SG_TRAIN_GPT, args, processes);
+}
+
+// The eval_loss column of the CSV log, one value per epoch.
+std::vector<double> eval_losses(const std::string& csv) {
+  std::istringstream lines(test::read_text(csv));
+  std::string line;
+  std::vector<double> out;
+  std::getline(lines, line);  // step,epoch,loss,eval_loss,grad_norm,scale
+  while (std::getline(lines, line)) {
+    std::vector<std::string> cells;
+    std::istringstream row(line);
+    for (std::string cell; std::getline(row, cell, ',');) cells.push_back(cell);
+    if (cells.size() > 3 && !cells[3].empty()) out.push_back(std::stod(cells[3]));
+  }
+  return out;
+}
+
+// Max |a - b| over the model weights of two snapshots.
+double weight_difference(const std::string& a, const std::string& b) {
+  const SafetensorsFile first = load_safetensors(a), second = load_safetensors(b);
+  double worst = 0;
+  for (const auto& [name, tensor] : first.tensors)
+    if (name.starts_with("model.")) worst = std::max(worst, test::max_abs_diff(tensor, second.tensors.at(name)));
+  return worst;
+}
+
+}  // namespace
+
+TEST_CASE("train_gpt names an unknown override key, a value of the wrong type and an unknown key in the file") {
+  test::TempDir dir;
+  Run run = train_gpt({"trainer_config.max_epoch=2"});
+  CHECK(run.exit_code == 1);
+  CHECK(test::contains(run.output, "override 'trainer_config.max_epoch=2': unknown key trainer_config.max_epoch (known keys: "));
+  run = train_gpt({"trainer_config.max_epochs=two"});
+  CHECK(run.exit_code == 1);
+  CHECK(test::contains(run.output, "trainer_config.max_epochs must be an integer, got 'two'"));
+  run = train_gpt({"trainer_config.use_amp=maybe"});
+  CHECK(test::contains(run.output, "trainer_config.use_amp must be true or false, got 'maybe'"));
+  run = train_gpt({"max_epochs=2"});
+  CHECK(test::contains(run.output, "override 'max_epochs=2': expected section.key=value"));
+  const std::string config = dir.path() + "/config.yaml";
+  std::ofstream(config) << "data_config:\n  path: fortunes\n  blocksize: 64\n";
+  run = train_gpt({"--config", config});
+  CHECK(run.exit_code == 1);
+  CHECK(test::contains(run.output, "config " + config + ": unknown key data_config.blocksize (known keys in data_config: path, "
+                             "block_size, train_split, truncate)"));
+  std::ofstream(config) << "model_config:\n  n_layer: 2\n";
+  run = train_gpt({"--config", config});
+  CHECK(test::contains(run.output, "unknown section 'model_config'"));
+}
+
+TEST_CASE("train_gpt names a data file that is missing, and refuses a snapshot directory that does not exist") {
+  test::TempDir dir;
+  Run run = train_gpt({"data_config.path=" + dir.path() + "/none.txt"});
+  CHECK(run.exit_code == 1);
+  CHECK(test::contains(run.output, dir.path() + "/none.txt does not exist or is not a file"));
+  run = train_gpt({"trainer_config.snapshot_path=" + dir.path() + "/no/dir/s.safetensors"});
+  CHECK(test::contains(run.output, "trainer_config.snapshot_path " + dir.path() + "/no/dir/s.safetensors: the directory"));
+}
+
+TEST_CASE("train_gpt trains gpt-nano, evaluates every epoch, saves a snapshot and prints a sample that --generate can continue") {
+  test::TempDir dir;
+  const Run run = train_gpt(small_run(dir.path(), "a", 16, 2));
+  INFO(run.output);
+  REQUIRE(run.exit_code == 0);
+  CHECK(test::contains(run.output, "Data has 216 characters, "));
+  CHECK(test::contains(run.output, "number of parameters: 0.09M"));  // the recipe's count for gpt-nano
+  CHECK(test::contains(run.output, "Snapshot not found. Training model from scratch"));
+  CHECK(test::contains(run.output, "Epoch 2 | eval loss "));
+  CHECK(test::contains(run.output, "--- sample (20 tokens, top_k 10) ---"));
+  CHECK(eval_losses(dir.path() + "/a.csv").size() == 2);
+  const test::RankResults generated = test::run_ranks(
+      SG_TRAIN_GPT, 1, {"--generate", "--snapshot", dir.path() + "/a.safetensors", "--prompt", "the ", "--max-new-tokens", "12"});
+  INFO(generated.summary());
+  CHECK(generated.exit_code(0) == 0);
+  CHECK(test::contains(generated.output(0), "12 new tokens in "));
+  const test::RankResults unknown = test::run_ranks(
+      SG_TRAIN_GPT, 1, {"--generate", "--snapshot", dir.path() + "/a.safetensors", "--prompt", "THE"});
+  CHECK(test::contains(unknown.output(0), "character U+54 ('T') at position 0 is not in the vocabulary"));
+}
+
+TEST_CASE("a run resumed from its snapshot continues bit-identically to an uninterrupted one") {
+  test::TempDir dir;
+  REQUIRE(train_gpt(small_run(dir.path(), "whole", 16, 2)).exit_code == 0);
+  REQUIRE(train_gpt(small_run(dir.path(), "split", 16, 1)).exit_code == 0);
+  const Run resumed = train_gpt(small_run(dir.path(), "split", 16, 2));  // finds split.safetensors after epoch 1
+  INFO(resumed.output);
+  CHECK(test::contains(resumed.output, "at Epoch 1"));
+  CHECK(!test::contains(resumed.output, "epoch 1/2"));
+  // Same seed, data order, dropout draws (the RNG is in the snapshot) and thread count: equal to the bit.
+  CHECK(weight_difference(dir.path() + "/whole.safetensors", dir.path() + "/split.safetensors") == 0);
+  CHECK(eval_losses(dir.path() + "/whole.csv").back() == eval_losses(dir.path() + "/split.csv").back());
+}
+
+TEST_CASE("train_gpt on 2 processes equals 1 process on the combined batch") {
+  test::TempDir dir;
+  // Dropout off: the two runs would draw different masks. 160 training examples: 10 steps of 16
+  // either way, 8 per rank on 2 processes, with no padding.
+  const Run one = train_gpt(without_dropout(small_run(dir.path(), "one", 16, 1)), 1);
+  REQUIRE(one.exit_code == 0);
+  const Run two = train_gpt(without_dropout(small_run(dir.path(), "two", 8, 1)), 2);
+  INFO(two.output);
+  REQUIRE(two.exit_code == 0);
+  CHECK(test::contains(two.output, "2 process(es)"));
+  // The mean over 16 x 16 tokens against the average of two means over 8 x 16: equal up to f32
+  // rounding (~1e-7), which 10 AdamW steps at lr 3e-4 keep far below 1e-4 in the weights and the loss.
+  CHECK(weight_difference(dir.path() + "/one.safetensors", dir.path() + "/two.safetensors") < 1e-4);
+  CHECK(std::abs(eval_losses(dir.path() + "/one.csv").back() - eval_losses(dir.path() + "/two.csv").back()) < 1e-4);
+}
+
+TEST_CASE("under sgrun --max-restarts 1 a worker killed mid-epoch resumes from the snapshot and ends as an unkilled run") {
+  test::TempDir dir;
+  // Uninterrupted: 2 processes, 2 epochs of 10 steps.
+  REQUIRE(train_gpt(small_run(dir.path(), "plain", 8, 2), 2).exit_code == 0);
+  std::vector<std::string> args = {"--standalone", "--nproc-per-node", "2", "--max-restarts", "1", SG_TRAIN_GPT};
+  for (const std::string& arg : small_run(dir.path(), "killed", 8, 2)) args.push_back(arg);
+  // Rank 1 dies after step 13, in epoch 2; the snapshot of epoch 1 is on disk.
+  const test::RankResults sgrun = test::run_ranks(SG_SGRUN, 1, args, {{"SG_TEST_KILL_AT_STEP", "13"}}, 120);
+  INFO(sgrun.summary());
+  CHECK(sgrun.exit_code(0) == 0);
+  CHECK(test::contains(sgrun.output(0), "restarting (attempt 1 of 1)"));
+  CHECK(test::contains(sgrun.output(0), "at Epoch 1"));
+  CHECK(weight_difference(dir.path() + "/plain.safetensors", dir.path() + "/killed.safetensors") == 0);
+  CHECK(eval_losses(dir.path() + "/plain.csv").back() == eval_losses(dir.path() + "/killed.csv").back());
+}
