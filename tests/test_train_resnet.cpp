@@ -1,0 +1,177 @@
+// apps/train_resnet as a program, on a tiny image folder the tests write (3 classes of 6 random
+// 32 x 32 images; --val-fraction 0.2 keeps 1 per class for validation): the recipe's cosine
+// LambdaLR over the epochs, a run on 2 processes under sgrun with SyncBatchNorm that counts each
+// validation image once, a worker killed under sgrun --max-restarts 1 that resumes from the
+// snapshot and ends where an unkilled run ends, and pretrained weights with the head dropped and
+// everything but fc frozen. Every run trains resnet18, which is quick at 32 x 32.
+#include <cmath>
+#include <filesystem>
+#include <sstream>
+
+#include "data/image_folder.h"
+#include "dist_harness.h"
+#include "helpers.h"
+#include "models/resnet.h"
+
+using namespace sg;
+namespace fs = std::filesystem;
+
+namespace {
+
+using Run = test::AppRun;
+
+constexpr int64_t kClasses = 3, kPerClass = 6;
+
+// dir/images/class_<k>/<i>.png: random pixels, so the runs exercise the pipeline, not learning.
+std::string write_folder(const std::string& dir) {
+  const std::string root = dir + "/images";
+  const Tensor images = randint(0, 256, {kClasses * kPerClass, 3, 32, 32}, {DType::u8, Device::cpu()}, &test::rng());
+  std::vector<int64_t> labels(kClasses * kPerClass);
+  for (size_t i = 0; i < labels.size(); ++i) labels[i] = static_cast<int64_t>(i) % kClasses;
+  data::write_image_folder(root, images, tensor(labels), {"class_0", "class_1", "class_2"}, kClasses * kPerClass,
+                           data::ImageFormat::png, 1);
+  return root;
+}
+
+// The flags every run shares: resnet18 on write_folder's images at 32 x 32, 4 images per step
+// (15 training images: 4 steps on 1 process, 2 on 2, never a batch of one for BatchNorm).
+std::vector<std::string> small_run(const std::string& root, int epochs) {
+  return {"--data-path", root, "--num-classes", "3", "--model", "resnet18", "--image-size", "32",
+          "--batch-size", "4", "--epochs", std::to_string(epochs), "--lr", "0.01", "--lrf", "0.1"};
+}
+
+std::vector<std::string> operator+(std::vector<std::string> a, const std::vector<std::string>& b) {
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
+}
+
+Run train_resnet(const std::vector<std::string>& args, int processes = 1) {
+  return test::run_app(SG_TRAIN_RESNET, args, processes);
+}
+
+// The lr printed in each "epoch k/E: ..., lr X (...)" line, in order.
+std::vector<double> epoch_lrs(const std::string& output) {
+  std::istringstream lines(output);
+  std::vector<double> lrs;
+  for (std::string line; std::getline(lines, line);) {
+    const size_t at = line.find("), lr ");
+    if (line.starts_with("epoch ") && test::contains(line, "val accuracy") && at != std::string::npos)
+      lrs.push_back(std::stod(line.substr(at + 6)));
+  }
+  return lrs;
+}
+
+// Max |a - b| over the tensors of two files whose names start with `prefix`.
+double difference(const SafetensorsFile& a, const SafetensorsFile& b, const std::string& prefix) {
+  double worst = 0;
+  for (const auto& [name, tensor] : a.tensors)
+    if (name.starts_with(prefix)) worst = std::max(worst, test::max_abs_diff(tensor, b.tensors.at(name)));
+  return worst;
+}
+
+}  // namespace
+
+TEST_CASE("train_resnet names a folder whose class count is not --num-classes, and a missing --snapshot directory") {
+  test::TempDir dir;
+  const std::string root = write_folder(dir.path());
+  Run run = train_resnet({"--data-path", root, "--num-classes", "5", "--model", "resnet18"});
+  CHECK(run.exit_code == 1);
+  CHECK(test::contains(run.output, "train_resnet: --data-path " + root + " has 3 class folders but --num-classes is 5"));
+  const std::string snapshot = dir.path() + "/no/such/dir/s.safetensors";
+  run = train_resnet({"--data-path", root, "--num-classes", "3", "--snapshot", snapshot});
+  CHECK(run.exit_code == 1);
+  CHECK(test::contains(run.output, "train_resnet: --snapshot " + snapshot + ": the directory " + dir.path() +
+                             "/no/such/dir does not exist (create it first)"));
+  CHECK(!test::contains(run.output, "images were found"));  // before reading the folder
+}
+
+TEST_CASE("train_resnet follows the recipe's cosine LambdaLR per epoch and reports the validation accuracy") {
+  test::TempDir dir;
+  const std::string root = write_folder(dir.path());
+  const Run run = train_resnet(small_run(root, 3) + std::vector<std::string>{"--save-dir", dir.path() + "/weights"});
+  INFO(run.output);
+  REQUIRE(run.exit_code == 0);
+  CHECK(test::contains(run.output, "15 training / 3 validation images at 32x32, 1 process(es)"));
+  CHECK(test::contains(run.output, "epoch 3/3: train loss "));
+  CHECK(test::contains(run.output, "img/s"));
+  // lr * (((1 + cos(pi e / 3)) / 2) * (1 - lrf) + lrf) for e = 0, 1, 2, printed with 6 digits.
+  const std::vector<double> lrs = epoch_lrs(run.output);
+  REQUIRE(lrs.size() == 3);
+  for (int epoch = 0; epoch < 3; ++epoch)
+    CHECK(lrs[static_cast<size_t>(epoch)] ==
+          doctest::Approx(0.01 * ((1 + std::cos(epoch * M_PI / 3)) / 2 * 0.9 + 0.1)).epsilon(1e-5));
+  CHECK(lrs[1] == doctest::Approx(0.00775).epsilon(1e-6));  // the formula by hand: 0.01 * (0.75 * 0.9 + 0.1)
+  for (const char* file : {"model-0.safetensors", "model-2.safetensors", "class_indices.json"})
+    CHECK(fs::exists(dir.path() + "/weights/" + file));
+  CHECK(test::contains(test::read_text(dir.path() + "/weights/class_indices.json"), R"("2": "class_2")"));
+}
+
+TEST_CASE("train_resnet under sgrun on 2 processes with --sync-bn counts every validation image once") {
+  test::TempDir dir;
+  const std::string root = write_folder(dir.path());
+  std::vector<std::string> args = {"--standalone", "--nproc-per-node", "2", SG_TRAIN_RESNET};
+  args = args + small_run(root, 1) + std::vector<std::string>{"--sync-bn", "--scale-lr"};
+  const test::RankResults sgrun = test::run_ranks(SG_SGRUN, 1, args, {}, 120);
+  INFO(sgrun.summary());
+  REQUIRE(sgrun.exit_code(0) == 0);
+  const std::string& output = sgrun.output(0);
+  CHECK(test::contains(output, "2 process(es)"));
+  CHECK(test::contains(output, "lr 0.02"));  // --scale-lr: 0.01 x 2 processes
+  // 3 validation images over 2 ranks: the sampler pads to 4, the count is out of 3.
+  CHECK(test::contains(output, "/3), lr 0.02"));
+  CHECK(test::contains(output, "val accuracy "));
+}
+
+TEST_CASE("train_resnet under sgrun --max-restarts 1: a killed worker resumes and ends as an unkilled run") {
+  test::TempDir dir;
+  const std::string root = write_folder(dir.path());
+  const std::vector<std::string> plain =
+      small_run(root, 2) + std::vector<std::string>{"--snapshot", dir.path() + "/plain.safetensors"};
+  REQUIRE(train_resnet(plain, 2).exit_code == 0);
+  std::vector<std::string> args = {"--standalone", "--nproc-per-node", "2", "--max-restarts", "1", SG_TRAIN_RESNET};
+  args = args + small_run(root, 2) + std::vector<std::string>{"--snapshot", dir.path() + "/killed.safetensors"};
+  // 2 steps per epoch on 2 processes: rank 1 dies after step 3, in epoch 2.
+  const test::RankResults sgrun = test::run_ranks(SG_SGRUN, 1, args, {{"SG_TEST_KILL_AT_STEP", "3"}}, 120);
+  INFO(sgrun.summary());
+  CHECK(sgrun.exit_code(0) == 0);
+  CHECK(test::contains(sgrun.output(0), "restarting (attempt 1 of 1)"));
+  CHECK(test::contains(sgrun.output(0), "after epoch 1 (step 2)"));
+  // Same seed, data order, augmentation draws and thread count: equal to the bit, weights,
+  // BatchNorm statistics and momentum alike.
+  const SafetensorsFile a = load_safetensors(dir.path() + "/plain.safetensors");
+  const SafetensorsFile b = load_safetensors(dir.path() + "/killed.safetensors");
+  CHECK(difference(a, b, "model.") == 0);
+  CHECK(difference(a, b, "optimizer.") == 0);
+}
+
+TEST_CASE("train_resnet --weights drops the 1000-class head and --freeze-layers trains fc alone") {
+  test::TempDir dir;
+  const std::string root = write_folder(dir.path());
+  const std::string weights = dir.path() + "/imagenet.safetensors";
+  Generator init(7);
+  save_safetensors(weights, models::resnet18({.num_classes = 1000, .generator = &init})->state_dict());
+  const std::vector<std::string> flags = {"--weights", weights, "--freeze-layers", "--save-dir", dir.path() + "/w",
+                                          "--snapshot", dir.path() + "/snapshot.safetensors"};
+  const Run run = train_resnet(small_run(root, 2) + flags);
+  INFO(run.output);
+  REQUIRE(run.exit_code == 0);
+  CHECK(test::contains(run.output, "fc.bias (file [1000], model [3]), fc.weight (file [1000, 512], model [3, 512])"));
+  CHECK(test::contains(run.output, "(1539 trained)"));  // fc: 3 x 512 + 3
+  const SafetensorsFile file = load_safetensors(weights);
+  const SafetensorsFile first = load_safetensors(dir.path() + "/w/model-0.safetensors");
+  const SafetensorsFile second = load_safetensors(dir.path() + "/w/model-1.safetensors");
+  auto model = models::resnet18({.num_classes = 3});
+  for (const auto& [name, param] : model->named_parameters()) {
+    CAPTURE(name);
+    if (name.starts_with("fc.")) {
+      CHECK(test::max_abs_diff(first.tensors.at("model." + name), second.tensors.at("model." + name)) > 0);
+    } else {  // frozen: the file's values, to the bit, after both epochs
+      CHECK(test::max_abs_diff(file.tensors.at(name), second.tensors.at("model." + name)) == 0);
+    }
+  }
+  // Only the two fc tensors reached SGD, so only they have momentum buffers.
+  int64_t momentum_buffers = 0;
+  for (const auto& [name, tensor] : load_safetensors(dir.path() + "/snapshot.safetensors").tensors)
+    momentum_buffers += name.starts_with("optimizer.") && test::contains(name, "momentum_buffer");
+  CHECK(momentum_buffers == 2);
+}
