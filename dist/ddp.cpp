@@ -86,25 +86,37 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<nn::Module> mod
 // backward, or at the latest when the next forward begins. Every rank then holds rank 0's
 // buffers between steps, as with PyTorch, and no rank waits for another before its forward.
 Tensor DistributedDataParallel::forward(const Tensor& input) {
+  return call([&] { return module_->forward(input); });
+}
+
+void DistributedDataParallel::begin_forward() {
   buffer_broadcast_.finish();
-  const bool will_backward = GradMode::is_enabled();
-  if (will_backward) reducer_->prepare_for_backward(sync_gradients_);
-  Tensor output = module_->forward(input);
+  if (GradMode::is_enabled()) reducer_->prepare_for_backward(sync_gradients_);
+}
+
+// Backward reaches the outputs first, so a hook on each output marks its start. Of several
+// outputs (logits and a loss computed from them), the first one reached marks it; the others,
+// if backward reaches them at all, find the flag set.
+void DistributedDataParallel::end_forward(const TensorList& outputs) {
   // Buffers change only in training (BatchNorm statistics), and a rank-0-only evaluation must
   // not issue a collective the other ranks never join: broadcast them in training forwards only.
   if (options_.broadcast_buffers && is_training())
     buffer_broadcast_ = CoalescedBroadcast(group_, module_->buffers(), 0);
-  if (will_backward && output.requires_grad())
-    output.register_hook([this, alive = std::weak_ptr<Reducer>(reducer_)](const Tensor&) {
-      if (auto reducer = alive.lock()) {  // the reducer lives exactly as long as this DDP
-        reducer->mark_backward_start();
-        autograd::queue_callback([this, alive] {
-          if (!alive.expired()) buffer_broadcast_.finish();
-        });
-      }
+  if (!GradMode::is_enabled()) return;
+  auto backward_started = std::make_shared<bool>(false);
+  for (Tensor output : outputs) {
+    if (!output.defined() || !output.requires_grad()) continue;
+    output.register_hook([this, backward_started, alive = std::weak_ptr<Reducer>(reducer_)](const Tensor&) {
+      auto reducer = alive.lock();  // the reducer lives exactly as long as this DDP
+      if (!reducer || *backward_started) return Tensor();
+      *backward_started = true;
+      reducer->mark_backward_start();
+      autograd::queue_callback([this, alive] {
+        if (!alive.expired()) buffer_broadcast_.finish();
+      });
       return Tensor();
     });
-  return output;
+  }
 }
 
 DistributedDataParallel::NoSync::NoSync(DistributedDataParallel& ddp) : ddp_(ddp), previous_(ddp.sync_gradients_) {

@@ -5,6 +5,9 @@
 //          optimizer step. The gradient machinery lives in dist/reducer.h; docs/ddp.md explains it.
 #include <memory>
 #include <string>
+#include <tuple>
+#include <utility>
+#include <vector>
 
 #include "dist/exchange.h"
 #include "dist/process_group.h"
@@ -28,6 +31,13 @@ struct DDPOptions {
 //   loss.backward();   // .grad now holds the average over all ranks
 //   optimizer.step();
 //
+// A model whose forward has another signature (several inputs, several outputs) runs through
+// call(), which does around any forward what operator() does around the one-tensor one:
+//
+//   auto gpt = std::make_shared<models::GPT>(config);
+//   dist::DistributedDataParallel ddp(gpt);
+//   auto [logits, loss] = ddp.call([&] { return gpt->forward(idx, targets); });
+//
 // Construction checks that every rank has the same parameter names, shapes and dtypes and copies
 // rank 0's parameters and buffers to every rank. The wrapped model is the child "module", so
 // parameter names read "module.fc.weight" as in PyTorch; save `module()`'s state_dict to get
@@ -40,6 +50,18 @@ public:
 
   Tensor forward(const Tensor& input) override;
   std::string type_name() const override { return "DistributedDataParallel"; }
+
+  // Runs `forward`, a callable that runs the wrapped module's forward and returns a Tensor, a
+  // TensorList, or a std::pair / std::tuple of Tensors, with DDP's work around it (the gradient
+  // all-reduce of the backward that follows, rank 0's buffers). It must use the wrapped module,
+  // and every rank must call it the same number of times per step.
+  template <typename Forward>
+  auto call(Forward&& forward) {
+    begin_forward();
+    auto outputs = std::forward<Forward>(forward)();
+    end_forward(tensors_of(outputs));
+    return outputs;
+  }
 
   nn::Module& module() const { return *module_; }
   const std::shared_ptr<nn::Module>& module_ptr() const { return module_; }
@@ -63,6 +85,19 @@ public:
   NoSync no_sync() { return NoSync(*this); }
 
 private:
+  void begin_forward();
+  void end_forward(const TensorList& outputs);
+  static TensorList tensors_of(const Tensor& output) { return {output}; }
+  static TensorList tensors_of(const TensorList& outputs) { return outputs; }
+  template <typename... Ts>
+  static TensorList tensors_of(const std::tuple<Ts...>& outputs) {
+    return std::apply([](const auto&... output) { return TensorList{output...}; }, outputs);
+  }
+  template <typename A, typename B>
+  static TensorList tensors_of(const std::pair<A, B>& outputs) {
+    return {outputs.first, outputs.second};
+  }
+
   std::shared_ptr<nn::Module> module_;
   ProcessGroup& group_;
   DDPOptions options_;

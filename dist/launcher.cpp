@@ -111,6 +111,14 @@ struct Stream {
   int fd = -1;  // the read end; -1 once the stream ended
   int destination;
   LinePrefixer prefixer;
+  std::string recent;  // the end of what was copied, for a failure report
+
+  void copy(const std::string& text) {
+    write_all(destination, text);
+    constexpr size_t kKept = 4096;
+    recent += text;
+    if (recent.size() > 2 * kKept) recent.erase(0, recent.size() - kKept);
+  }
 
   // Copies what is available now; closes the stream at its end (or a read error we cannot fix).
   void pump() {
@@ -118,7 +126,7 @@ struct Stream {
     while (fd >= 0) {
       const ssize_t n = ::read(fd, buffer, sizeof buffer);
       if (n > 0) {
-        write_all(destination, prefixer.feed({buffer, static_cast<size_t>(n)}));
+        copy(prefixer.feed({buffer, static_cast<size_t>(n)}));
       } else if (n < 0 && errno == EINTR) {
         continue;
       } else if (n < 0 && errno == EAGAIN) {
@@ -135,7 +143,7 @@ struct Stream {
   }
   void close() {
     if (fd < 0) return;
-    write_all(destination, prefixer.finish());
+    copy(prefixer.finish());
     ::close(fd);
     fd = -1;
   }
@@ -187,7 +195,20 @@ struct AttemptResult {
   enum class Kind { succeeded, worker_failed, interrupted };
   Kind kind;
   int exit_code;
+  LaunchFailure failure;  // unless succeeded
 };
+
+// The last `count` lines of `text` (all of it when it has fewer).
+std::string last_lines(const std::string& text, int count) {
+  size_t begin = text.size();
+  if (begin > 0 && text[begin - 1] == '\n') --begin;  // that newline ends the last line
+  for (int line = 0; line < count; ++line) {
+    const size_t newline = begin == 0 ? std::string::npos : text.rfind('\n', begin - 1);
+    if (newline == std::string::npos) return text;
+    begin = newline;
+  }
+  return text.substr(begin + 1);
+}
 
 // One attempt: this node's workers, started together, supervised until all of them exited.
 class WorkerGroup {
@@ -229,6 +250,7 @@ private:
   std::vector<Worker> workers_;
   pid_t process_group_ = 0;  // the first worker's pid
   std::optional<int> failure_code_;   // the first failing worker's exit code
+  size_t failed_worker_ = 0;          // its index in workers_
   std::optional<int> interrupted_by_;  // the signal the launcher received
   std::optional<Clock::time_point> kill_deadline_;
   bool killed_ = false;
@@ -315,8 +337,8 @@ void WorkerGroup::spawn(int local_rank, int port, int restart_count) {
   if (process_group_ == 0) process_group_ = pid;
   const int rank = options_.node_rank * options_.nproc_per_node + local_rank;
   const std::string prefix = detail::concat("[rank ", rank, "] ");
-  workers_.push_back({local_rank, rank, pid, std::nullopt, "", {out_read, STDOUT_FILENO, LinePrefixer(prefix)},
-                      {err_read, STDERR_FILENO, LinePrefixer(prefix)}});
+  workers_.push_back({local_rank, rank, pid, std::nullopt, "", {out_read, STDOUT_FILENO, LinePrefixer(prefix), ""},
+                      {err_read, STDERR_FILENO, LinePrefixer(prefix), ""}});
 }
 
 // The group exists while any worker is unreaped (a zombie keeps its process group), so the
@@ -346,6 +368,7 @@ void WorkerGroup::reap() {
     }
     if (*worker.exit_code == 0 || failure_code_ || interrupted_by_) continue;
     failure_code_ = worker.exit_code;
+    failed_worker_ = static_cast<size_t>(&worker - workers_.data());
     say("worker rank ", worker.rank, " (local rank ", worker.local_rank, ", pid ", worker.pid, ") failed: ",
         worker.how, "; stopping the other workers");
     begin_shutdown(SIGTERM);
@@ -392,9 +415,14 @@ AttemptResult WorkerGroup::supervise(SignalPipe& signals) {
   for (Worker& worker : workers_)
     for (Stream* stream : {&worker.out, &worker.err}) stream->drain_and_close();
 
-  if (interrupted_by_) return {AttemptResult::Kind::interrupted, 128 + *interrupted_by_};
-  if (failure_code_) return {AttemptResult::Kind::worker_failed, *failure_code_};
-  return {AttemptResult::Kind::succeeded, 0};
+  if (interrupted_by_)
+    return {AttemptResult::Kind::interrupted, 128 + *interrupted_by_, {-1, signal_name(*interrupted_by_), ""}};
+  if (failure_code_) {
+    const Worker& failed = workers_[failed_worker_];
+    return {AttemptResult::Kind::worker_failed, *failure_code_,
+            {failed.rank, failed.how, last_lines(failed.err.recent, 10)}};
+  }
+  return {AttemptResult::Kind::succeeded, 0, {}};
 }
 
 }  // namespace
@@ -432,6 +460,7 @@ std::vector<std::pair<std::string, std::string>> worker_environment(const Launch
           {"TORCHELASTIC_RESTART_COUNT", std::to_string(restart_count)},
           {"TORCHELASTIC_MAX_RESTARTS", std::to_string(options.max_restarts)}};
   if (!options.store_token.empty()) environment.emplace_back("SG_STORE_TOKEN", options.store_token);
+  environment.insert(environment.end(), options.extra_environment.begin(), options.extra_environment.end());
   return environment;
 }
 
@@ -507,7 +536,7 @@ std::string random_store_token() {
 }
 }  // namespace
 
-int launch(const LaunchOptions& given) {
+int launch(const LaunchOptions& given, LaunchFailure* failure) {
   check_launch_options(given);
   LaunchOptions options = given;
   // Note [The store faces the network] in dist/tcp_store.h: one node makes its own token; the
@@ -522,6 +551,7 @@ int launch(const LaunchOptions& given) {
     const int port = options.standalone ? find_free_port() : options.master_port;
     WorkerGroup group(options, port, restart_count);
     const AttemptResult result = group.supervise(signals);
+    if (failure != nullptr && result.kind != AttemptResult::Kind::succeeded) *failure = result.failure;
     if (result.kind != AttemptResult::Kind::worker_failed) return result.exit_code;
     if (restart_count == options.max_restarts) {
       say("no restarts left (--max-restarts ", options.max_restarts, "); exiting with code ", result.exit_code);

@@ -50,6 +50,15 @@ struct LaunchOptions {
   // The workers' SG_STORE_TOKEN (Note [The store faces the network] in dist/tcp_store.h). Empty:
   // launch() takes SG_STORE_TOKEN from its environment, or on one node draws a random one.
   std::string store_token;
+  // Set in every worker's environment besides worker_environment's variables.
+  std::vector<std::pair<std::string, std::string>> extra_environment = {};
+};
+
+// How the attempt that ended a launch failed, for callers that report it themselves (dist::spawn).
+struct LaunchFailure {
+  int rank = -1;            // the first worker that failed; -1 when the launcher was interrupted
+  std::string how;          // "exit code 3", "SIGSEGV", or the signal that interrupted the launcher
+  std::string last_output;  // that worker's last lines of stderr (up to ~10, "[rank N] " prefixed)
 };
 
 // Throws sg::Error naming the flag when the options cannot describe a run.
@@ -68,7 +77,7 @@ std::pair<std::string, int> parse_rendezvous_endpoint(const std::string& value);
 // RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE, GROUP_RANK (the node rank), MASTER_ADDR,
 // MASTER_PORT (= master_port), SG_RESTART_COUNT (= restart_count) and SG_MAX_RESTARTS, the same
 // two under torchrun's names (TORCHELASTIC_RESTART_COUNT, TORCHELASTIC_MAX_RESTARTS) for scripts
-// written for it, and, when options.store_token is set, SG_STORE_TOKEN.
+// written for it, when options.store_token is set, SG_STORE_TOKEN, and options.extra_environment.
 std::vector<std::pair<std::string, std::string>> worker_environment(const LaunchOptions& options, int local_rank,
                                                                     int master_port, int restart_count);
 
@@ -78,6 +87,7 @@ int find_free_port();
 
 // Runs the workers as Note [sgrun's process model] describes and returns the launcher's exit
 // code: 0 when every worker of an attempt exited 0. Prints its own messages to stderr as "sgrun: ...".
-int launch(const LaunchOptions& options);
+// When it returns non-zero and `failure` is given, fills it in.
+int launch(const LaunchOptions& options, LaunchFailure* failure = nullptr);
 
 }  // namespace sg::dist

@@ -1,9 +1,7 @@
 #include "dist/process_group_gloo.h"
 
-#include <arpa/inet.h>
-#include <unistd.h>
-
 #include <algorithm>
+#include <cstdlib>
 #include <cstdio>
 #include <cstring>
 #include <sstream>
@@ -85,19 +83,19 @@ void check_same_layout(const Tensor& t, const Tensor& like, const char* op, cons
            t.dtype(), shape_str(t.sizes()), " but must match ", like.dtype(), shape_str(like.sizes()));
 }
 
-// Gloo binds each rank's pair sockets to one address the others can reach: loopback when the
-// whole job is on this machine, else this machine's name (GLOO_SOCKET_IFNAME picks an interface).
-std::shared_ptr<gloo::transport::Device> make_device(const std::string& master_addr) {
+// Note [The address Gloo binds]
+// Each rank's Gloo pairs listen on one address that every other rank must reach. The machine's
+// name is no good: Debian maps it to 127.0.1.1 in /etc/hosts, so ranks on other machines would be
+// told to connect to their own loopback. The address this rank's store connection leaves from is
+// right by construction: the kernel chose it as the route to MASTER_ADDR, which every rank reaches
+// (loopback when the whole job is on this machine). GLOO_SOCKET_IFNAME still picks an interface
+// by name, as with PyTorch.
+std::shared_ptr<gloo::transport::Device> make_device(const TcpStore& store) {
   gloo::transport::tcp::attr attr;
-  if (const char* iface = std::getenv("GLOO_SOCKET_IFNAME")) {
+  if (const char* iface = std::getenv("GLOO_SOCKET_IFNAME"))
     attr.iface = iface;
-  } else if (master_addr == "localhost" || master_addr.rfind("127.", 0) == 0 || master_addr == "::1") {
-    attr.hostname = "127.0.0.1";
-  } else {
-    char name[256] = {};
-    ::gethostname(name, sizeof name - 1);
-    attr.hostname = name;
-  }
+  else
+    attr.hostname = store.local_address();
   return gloo::transport::tcp::CreateDevice(attr);
 }
 
@@ -144,7 +142,7 @@ ProcessGroupGloo::ProcessGroupGloo(std::shared_ptr<TcpStore> store, int rank, in
   // algorithms read the pair's, frozen at connectFullMesh).
   context->setTimeout(timeout);
   gloo::rendezvous::PrefixStore prefixed("gloo", *store_);
-  auto device = make_device(store_->address().substr(0, store_->address().rfind(':')));
+  auto device = make_device(*store_);
   try {
     context->connectFullMesh(prefixed, device);
   } catch (const std::exception& e) {

@@ -33,9 +33,6 @@ namespace sg::dist::store_protocol {
 enum Command : uint8_t { kSet = 1, kGet = 2, kAdd = 3, kCheck = 4, kRank = 5, kHello = 6 };
 enum AddStatus : uint8_t { kAddNotInteger = 0, kAddDone = 1, kAddOverflow = 2, kAddStoreFull = 3 };
 
-// A server-side GET waits at most this long, whatever the client asked (a week).
-constexpr int64_t kMaxGetWaitMs = int64_t{7} * 24 * 3600 * 1000;
-
 // The TCP addresses of host:port (MASTER_ADDR and MASTER_PORT), for the server to listen on and the
 // clients to connect to; throws naming MASTER_ADDR when it cannot be resolved.
 using AddressList = std::unique_ptr<addrinfo, void (*)(addrinfo*)>;

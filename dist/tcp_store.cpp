@@ -10,6 +10,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdlib>
 #include <cstring>
 #include <thread>
@@ -63,6 +64,17 @@ int connect_before(const addrinfo& address, Deadline deadline, std::string& erro
 }
 
 }  // namespace
+
+std::string TcpStore::local_address() const {
+  sockaddr_storage address{};
+  socklen_t length = sizeof address;
+  char host[NI_MAXHOST] = "";
+  SG_CHECK(::getsockname(socket_, reinterpret_cast<sockaddr*>(&address), &length) == 0 &&
+               ::getnameinfo(reinterpret_cast<const sockaddr*>(&address), length, host, sizeof host, nullptr, 0,
+                             NI_NUMERICHOST) == 0,
+           "TcpStore: cannot tell this end's address of the connection to ", address_, ": ", std::strerror(errno));
+  return host;
+}
 
 std::string store_token_from_environment() {
   const char* token = std::getenv("SG_STORE_TOKEN");

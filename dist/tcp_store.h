@@ -33,6 +33,8 @@ struct TcpStoreLimits {
   int max_connections = 0;                     // 0: half this process's file descriptor limit
   // A connection that has not said HELLO (with the right token) by then is closed.
   std::chrono::milliseconds handshake_timeout{10000};
+  // A GET waits at most this long in the server, whatever the client asked.
+  std::chrono::milliseconds max_get_wait{std::chrono::hours(7 * 24)};
 };
 
 class TcpStore : public gloo::rendezvous::Store {
@@ -67,6 +69,10 @@ public:
   void set_timeout(std::chrono::milliseconds timeout) { timeout_ = timeout; }
   std::chrono::milliseconds timeout() const { return timeout_; }
   const std::string& address() const { return address_; }  // "host:port", for messages
+  // This end of the connection to the store, as a numeric address ("10.0.0.2"): the address of the
+  // interface that routes to MASTER_ADDR, so one the other ranks can reach (Note [The address Gloo
+  // binds] in dist/process_group_gloo.cpp).
+  std::string local_address() const;
 
 private:
   void connect_and_greet(const std::string& host, int port, const std::string& token);

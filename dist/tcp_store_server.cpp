@@ -262,7 +262,7 @@ void TcpStoreServer::serve_requests(Connection& connection, int& rank) {
     } else if (command == kGet) {
       int64_t timeout_ms = 0;
       if (recv_all(fd, &timeout_ms, sizeof timeout_ms, deadline) != IoResult::ok) return;
-      timeout_ms = std::clamp<int64_t>(timeout_ms, 0, kMaxGetWaitMs);
+      timeout_ms = std::clamp<int64_t>(timeout_ms, 0, limits_.max_get_wait.count());
       std::unique_lock<std::mutex> lock(mutex_);
       const bool found = changed_.wait_for(lock, std::chrono::milliseconds(timeout_ms),
                                            [&] { return stopping_ || values_.count(key) > 0; }) &&

@@ -26,6 +26,7 @@ public:
 
 private:
   struct Connection {
+    Connection(int fd, std::string peer) : fd(fd), peer(std::move(peer)) {}
     int fd;
     std::string peer;  // "address:port", for the refusal message
     std::thread thread;

@@ -34,6 +34,38 @@ void equivalence(const std::string& out, double bucket_cap_mb, int micro_batches
   if (rank == 0) save_safetensors(out + "/params.safetensors", ddp_model->module().state_dict());
 }
 
+// A model whose forward takes two tensors and returns two, as minGPT's forward(idx, targets)
+// returns (logits, loss): the MLP's prediction and its MSE against the targets.
+class PredictAndScore : public nn::Module {
+public:
+  explicit PredictAndScore(uint64_t seed) { mlp = register_module("mlp", ddp::make_mlp(seed)); }
+  using nn::Module::forward;
+  std::pair<Tensor, Tensor> forward(const Tensor& x, const Tensor& y) {
+    Tensor prediction = (*mlp)(x);
+    return {prediction, nn::functional::mse_loss(prediction, y)};
+  }
+  std::shared_ptr<nn::Sequential> mlp;
+};
+
+// The equivalence scenario's training, through DDP::call; rank 0 saves the MLP's parameters.
+void two_inputs(const std::string& out) {
+  const int rank = dist::get_rank(), world = dist::get_world_size();
+  auto model = std::make_shared<PredictAndScore>(rank == 0 ? 1 : 100 + rank);
+  dist::DistributedDataParallel ddp_model(model);
+  optim::SGD optimizer(ddp_model.parameters(), {.lr = 0.05, .momentum = 0.9});
+  const auto [begin, end] = ddp::shard(rank, world, ddp::kGlobalBatch);
+  for (int step = 0; step < ddp::kSteps; ++step) {
+    const auto [x, y] = ddp::batch(step);
+    optimizer.zero_grad();
+    const auto [prediction, loss] =
+        ddp_model.call([&] { return model->forward(x.narrow(0, begin, end - begin), y.narrow(0, begin, end - begin)); });
+    SG_CHECK((prediction.sizes() == Shape{end - begin, 4}), "the first output is the prediction");
+    loss.backward();
+    optimizer.step();
+  }
+  if (rank == 0) save_safetensors(out + "/params.safetensors", model->mlp->state_dict());
+}
+
 // A model with two heads of which the forward uses one.
 class TwoHeads : public nn::Module {
 public:
@@ -206,6 +238,8 @@ int main(int argc, char** argv) {
     dist::init_process_group();
     if (scenario == "equivalence")
       equivalence(out, std::stod(arg(3, "25")), std::stoi(arg(4, "1")), arg(5, ""));
+    else if (scenario == "two_inputs")
+      two_inputs(out);
     else if (scenario == "unused")
       unused_parameters(out, arg(3, "1") == "1");
     else if (scenario == "mismatch")

@@ -51,6 +51,14 @@ TEST_CASE("DDP on 2 ranks x batch 32 equals 1 rank x batch 64 after 5 SGD-moment
     }
 }
 
+TEST_CASE("DDP::call: a model with two inputs and two outputs on 2 ranks equals 1 rank on the combined batch") {
+  test::TempDir out;
+  const auto result = test::run_ranks(SG_DIST_WORKER_DDP, 2, {"two_inputs", out.path()});
+  INFO(result.summary());
+  REQUIRE(result.all_succeeded());
+  check_same_parameters(out.path() + "/params.safetensors", reference_parameters());
+}
+
 TEST_CASE("DDP on 3 ranks: a tiny bucket cap still gives the single-process result") {
   // 64 rows do not split in 3: the reference trains on the 63 rows the ranks use.
   auto model = ddp::make_mlp(1);

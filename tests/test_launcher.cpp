@@ -21,6 +21,7 @@
 
 #include "dist/launcher.h"
 #include "dist/line_prefixer.h"
+#include "dist_harness.h"
 #include "helpers.h"
 
 extern char** environ;
@@ -49,8 +50,11 @@ struct Finished {
 class Sgrun {
 public:
   explicit Sgrun(const std::vector<std::string>& args, const std::vector<std::string>& extra_env = {})
+      : Sgrun(SG_SGRUN, args, extra_env) {}
+  // Another program that launches workers (spawn_probe, through dist::spawn).
+  Sgrun(const std::string& program, const std::vector<std::string>& args, const std::vector<std::string>& extra_env)
       : start_(Clock::now()) {
-    std::vector<std::string> argv_strings = {SG_SGRUN};
+    std::vector<std::string> argv_strings = {program};
     argv_strings.insert(argv_strings.end(), args.begin(), args.end());
     std::vector<std::string> env_strings = extra_env;
     for (char** entry = environ; *entry; ++entry) env_strings.emplace_back(*entry);
@@ -67,7 +71,7 @@ public:
     posix_spawn_file_actions_init(&actions);
     posix_spawn_file_actions_adddup2(&actions, out[1], STDOUT_FILENO);
     posix_spawn_file_actions_adddup2(&actions, err[1], STDERR_FILENO);
-    const int error = ::posix_spawn(&pid_, SG_SGRUN, &actions, nullptr, argv.data(), envp.data());
+    const int error = ::posix_spawn(&pid_, program.c_str(), &actions, nullptr, argv.data(), envp.data());
     posix_spawn_file_actions_destroy(&actions);
     ::close(out[1]);
     ::close(err[1]);
@@ -168,8 +172,6 @@ std::vector<std::string> lines_of(const std::string& text, int rank) {
   return lines;
 }
 
-bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
-
 // The processes whose parent is `parent` (read from /proc/<pid>/stat: "pid (name) state ppid ...").
 std::vector<pid_t> children_of(pid_t parent) {
   std::vector<pid_t> children;
@@ -263,14 +265,14 @@ TEST_CASE("check_launch_options names the flag that is wrong") {
     return std::string("(no error)");
   };
   CHECK(message([](dist::LaunchOptions&) {}) == "(no error)");
-  CHECK(contains(message([](dist::LaunchOptions& o) { o.nnodes = 2;
+  CHECK(test::contains(message([](dist::LaunchOptions& o) { o.nnodes = 2;
     o.node_rank = 2; }), "--node-rank 2"));
-  CHECK(contains(message([](dist::LaunchOptions& o) { o.nproc_per_node = 0; }), "--nproc-per-node"));
-  CHECK(contains(message([](dist::LaunchOptions& o) { o.standalone = true;
+  CHECK(test::contains(message([](dist::LaunchOptions& o) { o.nproc_per_node = 0; }), "--nproc-per-node"));
+  CHECK(test::contains(message([](dist::LaunchOptions& o) { o.standalone = true;
     o.nnodes = 2; }), "--standalone"));
-  CHECK(contains(message([](dist::LaunchOptions& o) { o.master_port = 70000; }), "--master-port"));
-  CHECK(contains(message([](dist::LaunchOptions& o) { o.max_restarts = -1; }), "--max-restarts"));
-  CHECK(contains(message([](dist::LaunchOptions& o) { o.command.clear(); }), "no program"));
+  CHECK(test::contains(message([](dist::LaunchOptions& o) { o.master_port = 70000; }), "--master-port"));
+  CHECK(test::contains(message([](dist::LaunchOptions& o) { o.max_restarts = -1; }), "--max-restarts"));
+  CHECK(test::contains(message([](dist::LaunchOptions& o) { o.command.clear(); }), "no program"));
 }
 
 TEST_CASE("find_free_port returns a port that can be bound") {
@@ -302,7 +304,7 @@ TEST_CASE("sgrun gives each worker its rank, the world and the master address; t
                                    "SG_STORE_TOKEN=(unset)", "SG_PROBE_INHERITED=yes"});
   }
   // Several nodes cannot agree on a token by themselves: sgrun says that the store is open.
-  CHECK(contains(run.err, "SG_STORE_TOKEN is not set"));
+  CHECK(test::contains(run.err, "SG_STORE_TOKEN is not set"));
 }
 
 TEST_CASE("sgrun runs torchrun's command lines as written") {
@@ -320,7 +322,7 @@ TEST_CASE("sgrun runs torchrun's command lines as written") {
   CHECK(lines_of(standalone.out, static_cast<int>(std::thread::hardware_concurrency()) - 1).size() > 0);
   const Finished elastic = run_sgrun({"--nnodes", "1:4", SG_LAUNCHER_PROBE, "env"});
   CHECK(elastic.exit_code == 1);
-  CHECK(contains(elastic.err, "--nnodes 1:4 asks for an elastic job"));
+  CHECK(test::contains(elastic.err, "--nnodes 1:4 asks for an elastic job"));
 }
 
 TEST_CASE("torchrun's flag values: gpu, cpu and auto process counts, N:N nodes, host:port endpoints") {
@@ -361,7 +363,7 @@ TEST_CASE("on one node sgrun gives all workers one random store token per job; a
                                     SG_LAUNCHER_PROBE, "env"},
                                    {"SG_STORE_TOKEN=shared-by-all-nodes"});
   CHECK(tokens_of(given) == std::vector<std::string>{"shared-by-all-nodes", "shared-by-all-nodes"});
-  CHECK_FALSE(contains(given.err, "SG_STORE_TOKEN is not set"));
+  CHECK_FALSE(test::contains(given.err, "SG_STORE_TOKEN is not set"));
 }
 
 TEST_CASE("sgrun prefixes every line of every worker, on stdout and stderr") {
@@ -381,18 +383,18 @@ TEST_CASE("a failing worker stops the group at once and sgrun exits with its cod
   const Finished run = run_sgrun({"--nproc-per-node", "3", SG_LAUNCHER_PROBE, "fail", "1", "7"});
   CHECK(run.exit_code == 7);
   CHECK(run.seconds < 3);  // the sleepers (30 s) were killed, not waited for
-  CHECK(contains(run.err, "worker rank 1 (local rank 1"));
-  CHECK(contains(run.err, "exit code 7"));
-  CHECK(contains(run.err, "no restarts left"));
+  CHECK(test::contains(run.err, "worker rank 1 (local rank 1"));
+  CHECK(test::contains(run.err, "exit code 7"));
+  CHECK(test::contains(run.err, "no restarts left"));
 }
 
 TEST_CASE("a worker killed by a signal makes sgrun exit with 128 + the signal, without restarts by default") {
   const Finished run = run_sgrun({"--nproc-per-node", "2", SG_LAUNCHER_PROBE, "crash", "0", "1"});
   CHECK(run.exit_code == 128 + SIGKILL);
   CHECK(run.seconds < 3);
-  CHECK(contains(run.err, "failed: SIGKILL"));
-  CHECK(!contains(run.err, "restarting"));
-  CHECK(!contains(run.out, "attempt 1"));
+  CHECK(test::contains(run.err, "failed: SIGKILL"));
+  CHECK(!test::contains(run.err, "restarting"));
+  CHECK(!test::contains(run.out, "attempt 1"));
 }
 
 TEST_CASE("with --max-restarts 1 a group whose worker crashed once restarts and finishes") {
@@ -400,7 +402,7 @@ TEST_CASE("with --max-restarts 1 a group whose worker crashed once restarts and 
                                   "crash", "1", "1"});
   CHECK(run.exit_code == 0);
   CHECK(run.seconds < 3);
-  CHECK(contains(run.err, "restarting (attempt 1 of 1)"));
+  CHECK(test::contains(run.err, "restarting (attempt 1 of 1)"));
   // Both ranks ran the second attempt, and agreed on its port.
   const auto rank0 = lines_of(run.out, 0), rank1 = lines_of(run.out, 1);
   REQUIRE(!rank0.empty());
@@ -413,9 +415,9 @@ TEST_CASE("with --max-restarts 1 a group whose worker crashed once restarts and 
 TEST_CASE("with restarts used up sgrun exits with the last failure's code") {
   const Finished run = run_sgrun({"--nproc-per-node", "2", "--max-restarts", "1", SG_LAUNCHER_PROBE, "crash", "0", "5"});
   CHECK(run.exit_code == 128 + SIGKILL);
-  CHECK(contains(run.err, "restarting (attempt 1 of 1)"));
-  CHECK(!contains(run.err, "attempt 2"));
-  CHECK(contains(run.err, "no restarts left (--max-restarts 1)"));
+  CHECK(test::contains(run.err, "restarting (attempt 1 of 1)"));
+  CHECK(!test::contains(run.err, "attempt 2"));
+  CHECK(test::contains(run.err, "no restarts left (--max-restarts 1)"));
 }
 
 TEST_CASE("sgrun forwards SIGTERM, SIGINT, SIGHUP and SIGQUIT to every worker and exits with 128 + the signal") {
@@ -429,7 +431,7 @@ TEST_CASE("sgrun forwards SIGTERM, SIGINT, SIGHUP and SIGQUIT to every worker an
     const std::string got = "got signal " + std::to_string(signal);
     CHECK(lines_of(run.out, 0).back() == got);
     CHECK(lines_of(run.out, 1).back() == got);
-    CHECK(!contains(run.err, "restarting"));
+    CHECK(!test::contains(run.err, "restarting"));
   }
 }
 
@@ -456,22 +458,47 @@ TEST_CASE("workers that ignore SIGTERM get SIGKILL after the grace period") {
   CHECK(run.exit_code == 128 + SIGTERM);
   CHECK(seconds >= 0.3);
   CHECK(seconds < 3);
-  CHECK(contains(run.err, "sending SIGKILL"));
+  CHECK(test::contains(run.err, "sending SIGKILL"));
 }
 
 TEST_CASE("sgrun reports bad flags and a program that cannot start") {
   const Finished bad_rank = run_sgrun({"--nnodes", "2", "--node-rank", "2", SG_LAUNCHER_PROBE, "env"});
   CHECK(bad_rank.exit_code == 1);
-  CHECK(contains(bad_rank.err, "--node-rank 2 is out of range for --nnodes 2"));
+  CHECK(test::contains(bad_rank.err, "--node-rank 2 is out of range for --nnodes 2"));
   const Finished missing = run_sgrun({"--nproc-per-node", "2", "/nonexistent/worker"});
   CHECK(missing.exit_code == 1);
-  CHECK(contains(missing.err, "cannot start '/nonexistent/worker'"));
+  CHECK(test::contains(missing.err, "cannot start '/nonexistent/worker'"));
   const Finished unknown = run_sgrun({"--nproc-per-nod", "2", SG_LAUNCHER_PROBE, "env"});
   CHECK(unknown.exit_code == 2);
-  CHECK(contains(unknown.err, "unknown option --nproc-per-nod"));
+  CHECK(test::contains(unknown.err, "unknown option --nproc-per-nod"));
 }
 
 #ifdef SG_TRAIN_CNN
+TEST_CASE("dist::spawn runs a function on 3 processes of the same program, which rendezvous and all-reduce") {
+  Sgrun spawn(SG_SPAWN_PROBE, {"allreduce"}, {});
+  const Finished done = spawn.finish(30);
+  INFO(done.out, done.err);
+  REQUIRE(done.exit_code == 0);
+  for (int rank = 0; rank < 3; ++rank)
+    CHECK(done.out.find("[rank " + std::to_string(rank) + "] rank " + std::to_string(rank) + " of 3: sum 6") !=
+          std::string::npos);
+  CHECK(done.out.find("spawn returned") != std::string::npos);
+  // Only the parent gets past spawn().
+  CHECK(done.out.find("spawn returned") == done.out.rfind("spawn returned"));
+}
+
+TEST_CASE("dist::spawn: a failing rank stops the others and its error names the rank, exit code and last lines") {
+  Sgrun spawn(SG_SPAWN_PROBE, {"fail"}, {});
+  const Finished done = spawn.finish(30);
+  INFO(done.out, done.err);
+  CHECK(done.exit_code == 4);
+  CHECK(done.err.find("dist::spawn: rank 1 of 3 failed (exit code 1)") != std::string::npos);
+  CHECK(done.err.find("[rank 1] rank 1 gives up on purpose") != std::string::npos);
+  CHECK(done.out.find("spawn returned") == std::string::npos);
+  // The other ranks sleep for a minute unless stopped: the group was stopped, not waited for.
+  CHECK(done.seconds < 20);
+}
+
 TEST_CASE("train_cnn under sgrun survives a worker killed with SIGKILL: the group restarts and resumes from its snapshot") {
   const std::string snapshot = "test_launcher_snapshot.safetensors";
   std::filesystem::remove(snapshot);
@@ -485,10 +512,10 @@ TEST_CASE("train_cnn under sgrun survives a worker killed with SIGKILL: the grou
   const Finished run = sgrun.finish(180);
   INFO(run.out, run.err);
   CHECK(run.exit_code == 0);
-  CHECK(contains(run.err, "restarting (attempt 1 of 1)"));
-  CHECK(contains(run.out, "resumed from " + snapshot + " after epoch 1"));
-  CHECK(contains(run.out, "epoch 2: test loss"));
-  CHECK(!contains(run.out, "epoch 1/2"));  // the restarted group did not train epoch 1 again
+  CHECK(test::contains(run.err, "restarting (attempt 1 of 1)"));
+  CHECK(test::contains(run.out, "resumed from " + snapshot + " after epoch 1"));
+  CHECK(test::contains(run.out, "epoch 2: test loss"));
+  CHECK(!test::contains(run.out, "epoch 1/2"));  // the restarted group did not train epoch 1 again
   std::filesystem::remove(snapshot);
 }
 #endif
