@@ -21,16 +21,25 @@
 #include "core/safetensors.h"        // defines: save_safetensors, load_safetensors
 #include "core/tensor.h"             // defines: Tensor
 #include "data/dataloader.h"         // defines: DataLoader, Batch, default_collate
-#include "data/dataset.h"            // defines: Dataset, TensorDataset, Subset, random_split
+#include "data/char_dataset.h"       // defines: CharDataset, CharVocabulary, fortunes_corpus
+#include "data/dataset.h"            // defines: Dataset, TensorDataset, Subset, random_split, example_generator
 #include "data/distributed_sampler.h"  // defines: DistributedSampler, drop_padding
 #include "data/fashion_mnist.h"      // defines: FashionMNIST
 #include "data/idx.h"                // defines: read_idx
+#include "data/image.h"              // defines: read_image, decode_image, write_png, write_jpeg
+#include "data/image_folder.h"       // defines: ImageFolder, list_image_folder, split_image_folder
+#include "data/image_transforms.h"   // defines: RandomResizedCrop, RandomHorizontalFlip, Resize, CenterCrop, ToTensor
+#include "data/resample.h"           // defines: resize_bilinear
 #include "data/sampler.h"            // defines: SequentialSampler, RandomSampler, BatchSampler
-#include "data/transforms.h"         // defines: ToFloat, Normalize, Compose
+#include "data/summary_writer.h"     // defines: SummaryWriter (TensorBoard event files), SummaryWriterOptions
+#include "data/transforms.h"         // defines: ToFloat, Normalize, Compose, RandomTransform
 #include "dist/accelerator.h"        // defines: dist::Accelerator
 #include "dist/ddp.h"                // defines: dist::DistributedDataParallel, DDPOptions
 #include "dist/dist.h"               // defines: dist::init_process_group, get_rank, all_reduce, ...
+#include "dist/spawn.h"              // defines: dist::spawn (run a function on N processes)
 #include "dist/sync_batchnorm.h"     // defines: dist::convert_sync_batchnorm
+#include "models/gpt.h"              // defines: models::GPT, GPTConfig, create_optimizer, gpt_loss
+#include "models/resnet.h"           // defines: models::ResNet, resnet18, resnet34, resnet50, make_resnet
 #include "nn/activation.h"           // defines: nn::ReLU, nn::GELU, nn::Tanh, nn::Sigmoid
 #include "nn/basic.h"                // defines: nn::Flatten, nn::Identity
 #include "nn/batchnorm.h"            // defines: nn::BatchNorm1d, nn::BatchNorm2d
@@ -46,6 +55,7 @@
 #include "nn/module.h"               // defines: nn::Module
 #include "nn/multihead_attention.h"  // defines: nn::MultiheadAttention
 #include "nn/pooling.h"               // defines: nn::MaxPool2d, nn::AvgPool2d, nn::AdaptiveAvgPool2d
+#include "nn/pretrained.h"           // defines: nn::load_pretrained, nn::PretrainedReport
 #include "nn/rmsnorm.h"              // defines: nn::RMSNorm
 #include "optim/adam.h"              // defines: Adam, AdamW
 #include "optim/checkpoint.h"        // defines: save_checkpoint, load_checkpoint

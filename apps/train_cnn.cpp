@@ -15,6 +15,7 @@
 #include <memory>
 #include <string>
 
+#include "core/atomic_file.h"
 #include "data/dataloader.h"
 #include "data/fashion_mnist.h"
 #include "data/metrics_log.h"
@@ -45,7 +46,9 @@ struct Config {
   std::string resume;
   std::string snapshot;
   std::string log;
+  std::string tensorboard;
   int64_t train_subset = 0;  // 0: the whole training set
+  int64_t test_subset = 0;   // 0: the whole test set
   bool sync_bn = false;
   std::string ddp_trace;
   double bucket_mb = 25;
@@ -56,20 +59,6 @@ struct Config {
 
 // The most --threads accepts: far above any machine's cores, low enough to catch a typo.
 constexpr int kMaxThreads = 1024;
-
-// A file the run writes later (--save after the first epoch, say) must have a directory it can
-// write to now: a typo in the path should cost a second, not an epoch.
-void check_writable_destination(const char* flag, const std::string& path) {
-  if (path.empty()) return;
-  const std::filesystem::path parent = std::filesystem::path(path).parent_path();
-  const std::filesystem::path directory = parent.empty() ? std::filesystem::path(".") : parent;
-  std::error_code error;
-  SG_CHECK(std::filesystem::is_directory(directory, error), flag, " ", path, ": the directory ", directory.string(),
-           " does not exist (create it first)");
-  SG_CHECK(::access(directory.c_str(), W_OK | X_OK) == 0, flag, " ", path, ": cannot write to the directory ",
-           directory.string(), ": ", std::strerror(errno));
-  SG_CHECK(!std::filesystem::is_directory(path, error), flag, " ", path, " is a directory; give a file name");
-}
 
 std::unique_ptr<sg::optim::Optimizer> make_optimizer(const Config& config, const sg::TensorList& params) {
   if (config.optimizer == "adam") return std::make_unique<sg::optim::Adam>(params, sg::optim::AdamOptions{.lr = config.lr});
@@ -87,6 +76,15 @@ std::string format_fixed(double value, int decimals) {
   char text[64];
   std::snprintf(text, sizeof text, "%.*f", decimals, value);
   return text;
+}
+
+// The first `count` examples of `dataset` (all of them for 0), for quick runs.
+std::shared_ptr<const sg::data::Dataset> first_examples(std::shared_ptr<const sg::data::Dataset> dataset,
+                                                        int64_t count) {
+  if (count == 0) return dataset;
+  std::vector<int64_t> indices(std::min(count, dataset->size()));
+  for (size_t i = 0; i < indices.size(); ++i) indices[i] = static_cast<int64_t>(i);
+  return std::make_shared<sg::data::Subset>(std::move(dataset), indices);
 }
 
 struct Evaluation {
@@ -116,10 +114,10 @@ Evaluation evaluate(const Config& config, sg::dist::Accelerator& accelerator, sg
 }
 
 int run(const Config& config) {
-  check_writable_destination("--save", config.save);
-  check_writable_destination("--snapshot", config.snapshot);
-  check_writable_destination("--log", config.log);
-  check_writable_destination("--ddp-trace", config.ddp_trace);
+  sg::check_writable_destination("--save", config.save);
+  sg::check_writable_destination("--snapshot", config.snapshot);
+  sg::check_writable_destination("--log", config.log);
+  sg::check_writable_destination("--ddp-trace", config.ddp_trace);
   // Mixed precision (docs/amp.md): the forward runs in an autocast region with --amp f16 or bf16,
   // and f16 also scales the loss (bf16 has f32's range and needs no scaler).
   sg::dist::AcceleratorOptions options;
@@ -129,18 +127,15 @@ int run(const Config& config) {
   options.mixed_precision = config.amp == "none" ? "no" : config.amp;
   options.device = config.device;
   sg::dist::Accelerator accelerator(options);
+  if (!config.tensorboard.empty()) accelerator.init_trackers(config.tensorboard);  // before the data: fail fast
   sg::set_num_threads(config.threads);
   sg::manual_seed(config.seed);
   const sg::data::Transform normalize =
       sg::data::Normalize({sg::data::FashionMNIST::kMean}, {sg::data::FashionMNIST::kStd});
-  std::shared_ptr<const sg::data::Dataset> train_set =
-      std::make_shared<sg::data::FashionMNIST>(config.data_dir, true, normalize);
-  if (config.train_subset > 0) {
-    std::vector<int64_t> indices(std::min(config.train_subset, train_set->size()));
-    for (size_t i = 0; i < indices.size(); ++i) indices[i] = static_cast<int64_t>(i);
-    train_set = std::make_shared<sg::data::Subset>(train_set, indices);
-  }
-  auto test_set = std::make_shared<sg::data::FashionMNIST>(config.data_dir, false, normalize);
+  const auto train_set =
+      first_examples(std::make_shared<sg::data::FashionMNIST>(config.data_dir, true, normalize), config.train_subset);
+  const auto test_set =
+      first_examples(std::make_shared<sg::data::FashionMNIST>(config.data_dir, false, normalize), config.test_subset);
   // --batch-size is per process: N processes train on N * batch-size images per step. Batches
   // arrive on the accelerator's device; for a GPU they are staged in page-locked memory.
   const bool pin_memory = accelerator.device().is_cuda();
@@ -200,13 +195,16 @@ int run(const Config& config) {
                                              {"loss", std::to_string(loss_value)},
                                              {"lr", std::to_string(optimizer->lr(0))}};
       std::vector<std::pair<std::string, double>> shown{{"loss", loss_value}};
+      std::map<std::string, double> scalars{{"loss/train", loss_value}, {"lr", optimizer->lr(0)}};
       if (scaler.is_enabled()) {
+        scalars["amp/loss_scale"] = scaler.get_scale();
         row["scale"] = std::to_string(scaler.get_scale());
         row["skipped_steps"] = std::to_string(scaler.skipped_steps());
         shown.insert(shown.end(), {{"scale", scaler.get_scale()}, {"skipped", static_cast<double>(scaler.skipped_steps())}});
       }
       bar.update(1, batch.input.size(0) * accelerator.num_processes(), shown);
       log.write(row);
+      accelerator.log(scalars, step);
       // An inf or NaN *gradient* with a finite loss is f16's overflow, which the scaler handles by
       // skipping the step (skipped_steps). An inf or NaN *loss* is the forward itself failing: no
       // scale fixes it, and without a scaler the step has just written NaN into the weights. A
@@ -229,11 +227,13 @@ int run(const Config& config) {
                       format_fixed(images_per_second, 0), " img/s on ", accelerator.device(), ")");
     log.write({{"step", std::to_string(step)}, {"epoch", std::to_string(epoch + 1)},
                {"loss", std::to_string(result.loss)}, {"accuracy", std::to_string(result.accuracy)}});
+    accelerator.log({{"loss/test", result.loss}, {"accuracy/test", result.accuracy}}, step);
     const sg::optim::Metadata metadata = {{"epoch", std::to_string(epoch + 1)}, {"step", std::to_string(step)},
                                           {"model", config.model}};
     if (!config.save.empty()) accelerator.save_state(config.save, *model, metadata);
     if (!config.snapshot.empty()) accelerator.save_state(config.snapshot, *model, metadata);
   }
+  accelerator.end_training();
   return 0;
 }
 
@@ -277,8 +277,15 @@ int main(int argc, char** argv) {
   app.add_option("--ddp-trace", config.ddp_trace,
                  "Under sgrun: write a Chrome trace (ui.perfetto.dev) of the first backwards and DDP's bucket all-reduces");
   app.add_option("--log", config.log, "CSV of step, epoch, loss, lr, accuracy");
+  app.add_option("--tensorboard", config.tensorboard,
+                 "Write TensorBoard event files into this directory (created when missing; by the main process): "
+                 "loss/train and lr per step, amp/loss_scale under --amp f16, loss/test and accuracy/test per epoch");
   app.add_option("--train-subset", config.train_subset, "Train on the first N images only (0: all), for quick runs")
       ->check(CLI::NonNegativeNumber)->capture_default_str();
+  app.add_option("--test-subset", config.test_subset,
+                 "Evaluate on the first N test images only (0: all), for quick runs")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
   app.add_option("--max-nonfinite-steps", config.max_nonfinite_steps,
                  "Stop with an error after N consecutive steps whose loss is inf or NaN (0: never). Steps the f16 "
                  "loss scaler skips for overflowing gradients do not count")

@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <charconv>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <system_error>
 
@@ -89,6 +90,18 @@ void write_file_atomically(const std::string& path, const std::function<void(con
     throw Error(detail::concat("write ", path, ": ", error.what(), " (the old file, if any, is unchanged)"));
   }
   sync_directory_of(path);
+}
+
+void check_writable_destination(const std::string& what, const std::string& path) {
+  if (path.empty()) return;
+  const std::filesystem::path parent = std::filesystem::path(path).parent_path();
+  const std::filesystem::path directory = parent.empty() ? std::filesystem::path(".") : parent;
+  std::error_code error;
+  SG_CHECK(std::filesystem::is_directory(directory, error), what, " ", path, ": the directory ", directory.string(),
+           " does not exist (create it first)");
+  SG_CHECK(::access(directory.c_str(), W_OK | X_OK) == 0, what, " ", path, ": cannot write to the directory ",
+           directory.string(), ": ", std::strerror(errno));
+  SG_CHECK(!std::filesystem::is_directory(path, error), what, " ", path, " is a directory; give a file name");
 }
 
 }  // namespace sg

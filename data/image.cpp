@@ -105,6 +105,45 @@ void check_png_chunk_lengths(std::span<const uint8_t> bytes, const std::string& 
   }
 }
 
+// stb_image (Debian's 2022 version) writes past its 257-entry table of code sizes when the 16
+// counts of a JPEG Huffman table (DHT) add up to more than 256: a heap overflow inside its
+// decoder's state that the image fuzz target found (stbi__build_huffman). A table has at most 256
+// codes, so such a file is corrupt; every DHT segment is checked before stb sees the file, read
+// as stb reads it, those between the scans of a progressive JPEG included (the walk skips
+// entropy-coded bytes).
+void check_jpeg_huffman_tables(std::span<const uint8_t> bytes, const std::string& name) {
+  // stb finds its start-of-image marker after any number of 0xFF fill bytes.
+  size_t start = 0;
+  while (start < bytes.size() && bytes[start] == 0xFF) ++start;
+  if (start == 0 || start == bytes.size() || bytes[start] != 0xD8) return;
+  for (size_t at = start + 1; at + 4 <= bytes.size();) {
+    const uint8_t marker = bytes[at + 1];
+    // Entropy-coded data, fill bytes, a stuffed zero, restart markers: no segment starts here.
+    if (bytes[at] != 0xFF || marker == 0xFF || marker == 0x00 || marker == 0x01 || (marker >= 0xD0 && marker <= 0xD7)) {
+      ++at;
+      continue;
+    }
+    if (marker == 0xD9) return;  // end of image
+    const size_t length = size_t{bytes[at + 2]} << 8 | bytes[at + 3];  // counts its own two bytes
+    if (marker != 0xC4) {
+      at += 2 + length;
+      continue;
+    }
+    // A DHT segment, read as stb reads it: tables (class and id, 16 counts of codes by length,
+    // the symbols) while the length says more follow, a byte past the end reading as 0; stb then
+    // goes on from where its tables ended, whatever the length said.
+    at += 4;
+    for (int64_t left = static_cast<int64_t>(length) - 2; left > 0;) {
+      size_t codes = 0;
+      for (size_t i = 1; i <= 16; ++i) codes += at + i < bytes.size() ? bytes[at + i] : 0;
+      SG_CHECK(codes <= 256, "read_image: '", name, "' is a corrupt JPEG: the Huffman table at byte ", at,
+               " declares ", codes, " codes, more than the 256 a table can hold");
+      at += 17 + codes;
+      left -= static_cast<int64_t>(17 + codes);
+    }
+  }
+}
+
 // Note [Image size before decoding]
 // stb_image allocates the whole image from the sizes in its header before it reads a pixel, so
 // a 78-byte BMP that claims 3 x 8 million pixels made it ask for 100 MB, and a few more bytes ask
@@ -118,6 +157,7 @@ Tensor decode_image(std::span<const uint8_t> bytes, const std::string& name, int
   SG_CHECK(bytes.size() <= static_cast<size_t>(INT32_MAX), "read_image: '", name, "' has ", bytes.size(),
            " bytes, more than stb_image reads (2 GiB)");
   check_png_chunk_lengths(bytes, name);
+  check_jpeg_huffman_tables(bytes, name);
   int width = 0, height = 0, channels_in_file = 0;
   if (stbi_info_from_memory(bytes.data(), static_cast<int>(bytes.size()), &width, &height, &channels_in_file)) {
     // A BMP stored top-down has a negative height in its header, and stbi_info passes it on.

@@ -5,16 +5,16 @@
 
 namespace sg::optim {
 
-template <double DefaultWeightDecay>
-void AdamFamilyOptions<DefaultWeightDecay>::check() const {
+template <typename Defaults>
+void AdamFamilyOptions<Defaults>::check() const {
   SG_CHECK(lr >= 0.0, "Adam/AdamW: invalid learning rate ", lr, " (lr must be >= 0)");
   SG_CHECK(eps >= 0.0, "Adam/AdamW: invalid eps ", eps);
   SG_CHECK(beta1 >= 0.0 && beta1 < 1.0, "Adam/AdamW: invalid beta1 ", beta1, " (must be in [0, 1))");
   SG_CHECK(beta2 >= 0.0 && beta2 < 1.0, "Adam/AdamW: invalid beta2 ", beta2, " (must be in [0, 1))");
   SG_CHECK(weight_decay >= 0.0, "Adam/AdamW: invalid weight_decay ", weight_decay);
 }
-template struct AdamFamilyOptions<0.0>;
-template struct AdamFamilyOptions<1e-2>;
+template struct AdamFamilyOptions<AdamDefaults>;
+template struct AdamFamilyOptions<AdamWDefaults>;
 
 namespace {
 // One Adam or AdamW update of one parameter; the state is created on its first step.

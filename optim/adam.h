@@ -6,14 +6,16 @@
 namespace sg::optim {
 
 // Adam and AdamW take the same options; only the default weight decay differs, as in PyTorch
-// (0 for Adam, 1e-2 for AdamW), so `AdamW(params, {.lr = 3e-4})` keeps AdamW's decay.
-template <double DefaultWeightDecay>
+// (0 for Adam, 1e-2 for AdamW), so `AdamW(params, {.lr = 3e-4})` keeps AdamW's decay. (The
+// default comes in a type, not as a `double` template argument: clang 14, which builds the fuzz
+// targets, does not take floating-point template arguments yet.)
+template <typename Defaults>
 struct AdamFamilyOptions {
   double lr = 1e-3;
   double beta1 = 0.9;    // PyTorch's betas[0]
   double beta2 = 0.999;  // PyTorch's betas[1]
   double eps = 1e-8;
-  double weight_decay = DefaultWeightDecay;
+  double weight_decay = Defaults::weight_decay;
   bool amsgrad = false;
   bool maximize = false;
 
@@ -29,8 +31,14 @@ struct AdamFamilyOptions {
     visit("maximize", self.maximize);
   }
 };
-using AdamOptions = AdamFamilyOptions<0.0>;
-using AdamWOptions = AdamFamilyOptions<1e-2>;
+struct AdamDefaults {
+  static constexpr double weight_decay = 0.0;
+};
+struct AdamWDefaults {
+  static constexpr double weight_decay = 1e-2;
+};
+using AdamOptions = AdamFamilyOptions<AdamDefaults>;
+using AdamWOptions = AdamFamilyOptions<AdamWDefaults>;
 
 // Per parameter, at step t (counted per parameter, from 1), with g the gradient (negated if
 // maximize), m and v the moment estimates:

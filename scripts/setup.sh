@@ -7,8 +7,16 @@ packages=(
   libeigen3-dev doctest-dev zlib1g-dev libbenchmark-dev nlohmann-json3-dev libcli11-dev
   libgloo-dev             # CPU collectives for dist/ (TCP transport)
   libopenblas-openmp-dev  # the OpenMP build of OpenBLAS follows sg::set_num_threads
+  libstb-dev              # stb_image / stb_image_write: decoding and writing JPEG, PNG, BMP, GIF (data/image.cpp)
   libdnnl-dev             # oneDNN: the fast f32 CPU convolutions (OpenMP build, follows sg::set_num_threads too)
+  libprotobuf-dev protobuf-compiler  # TensorBoard event files: data/tensorboard/event.proto, compiled by protoc
+  libcrcutil-dev          # CRC-32C of the event files' records (data/crc32c.cpp)
+  python3-venv            # scripts/tensorboard-venv.sh: TensorBoard's reader checks the event files in the tests
   dataset-fashion-mnist   # the IDX files under /usr/share/datasets/fashion-mnist
+  libyaml-cpp-dev         # train_gpt reads the minGPT recipe's YAML config
+  fortunes                # train_gpt's default corpus: the English fortunes under /usr/share/games/fortunes
+  clang libclang-rt-dev libomp-dev  # scripts/fuzz.sh: libFuzzer targets (clang's OpenMP runtime for the library)
+  iproute2 python3        # scripts/multinode-test.sh: two hosts from network namespaces; comparing checkpoints
 )
 
 missing=()

@@ -16,6 +16,8 @@
 #include <stdexcept>
 #include <thread>
 
+#include <doctest/doctest.h>
+
 #include "dist/launcher.h"
 
 extern char** environ;
@@ -124,6 +126,14 @@ std::string read_text(const std::string& path) {
   std::ostringstream text;
   text << in.rdbuf();
   return text.str();
+}
+
+AppRun run_app(const std::string& program, const std::vector<std::string>& args, int processes,
+               double time_limit_seconds) {
+  const RankResults results = run_ranks(program, processes, args, {}, time_limit_seconds);
+  INFO(results.summary());
+  REQUIRE(!results.timed_out);
+  return {results.exit_code(0), results.output(0)};
 }
 
 }  // namespace sg::test

@@ -1,6 +1,7 @@
 #pragma once
 // defines: run_ranks (starts one process per rank of a distributed test and collects their exit
-//          codes and output), TempDir, read_text — what the multi-process tests share.
+//          codes and output), AppRun / run_app, TempDir, read_text, contains — what the
+//          multi-process tests and the tests of the apps share.
 //
 // Workers are separate executables started with posix_spawn: a child fork()ed after OpenMP was
 // used would hang at its first parallel region (libgomp).
@@ -29,6 +30,15 @@ RankResults run_ranks(const std::string& program, int world, const std::vector<s
                       const std::vector<std::pair<std::string, std::string>>& env = {},
                       double time_limit_seconds = 60);
 
+// An app run on `processes` ranks (1: the program alone, as a user starts it): rank 0's exit
+// code and output (stdout and stderr together). A run past `time_limit_seconds` fails the test.
+struct AppRun {
+  int exit_code = 0;
+  std::string output;
+};
+AppRun run_app(const std::string& program, const std::vector<std::string>& args, int processes = 1,
+               double time_limit_seconds = 120);
+
 // A fresh directory under the system's temporary directory, removed with its contents at scope exit.
 class TempDir {
 public:
@@ -43,5 +53,7 @@ private:
 };
 
 std::string read_text(const std::string& path);
+
+inline bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
 
 }  // namespace sg::test

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "core/cpu/blas.h"
+#include "dist_harness.h"
 #include "helpers.h"
 
 extern char** environ;
@@ -68,8 +69,6 @@ ProbeRun run_probe(const std::vector<std::string>& extra_env) {
   return run;
 }
 
-bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
-
 }  // namespace
 
 TEST_CASE("OpenBLAS's AVX-512 kernels are asked for exactly when the CPU has the four subsets they use") {
@@ -90,9 +89,9 @@ TEST_CASE("the products are the same whatever kernels run them, and the descript
   const size_t half = chosen.values.size() / 2;  // f32 products first, then the same in f64
   REQUIRE(half > 0);
   INFO("default: ", chosen.description);
-  CHECK(contains(chosen.description, "OpenBLAS"));
+  CHECK(test::contains(chosen.description, "OpenBLAS"));
   if (!cpu::openblas_core_for(cpu::cpu_features()).empty())
-    CHECK(contains(chosen.description, "core SkylakeX (chosen by syncgrad"));
+    CHECK(test::contains(chosen.description, "core SkylakeX (chosen by syncgrad"));
 
   // Every kernel this CPU can run, forced by the user, and Eigen's product: within f32 rounding
   // (sums of up to 257 products of N(0, 1) values: |error| well under 1e-3) and f64 rounding.
@@ -105,9 +104,9 @@ TEST_CASE("the products are the same whatever kernels run them, and the descript
     REQUIRE(other.exit_code == 0);
     REQUIRE(other.values.size() == chosen.values.size());
     if (env[0].starts_with("SG_BLAS")) {
-      CHECK(contains(other.description, "eigen"));
+      CHECK(test::contains(other.description, "eigen"));
     } else {
-      CHECK(contains(other.description, "core " + env[0].substr(env[0].find('=') + 1) + " (OPENBLAS_CORETYPE="));
+      CHECK(test::contains(other.description, "core " + env[0].substr(env[0].find('=') + 1) + " (OPENBLAS_CORETYPE="));
     }
     double f32_error = 0, f64_error = 0;
     for (size_t i = 0; i < chosen.values.size(); ++i) {

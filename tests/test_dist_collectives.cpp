@@ -8,7 +8,6 @@
 using namespace sg;
 
 namespace {
-bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
 }  // namespace
 
 TEST_CASE("every collective, reduce op, dtype and size gives the right values on 2 and 3 ranks") {
@@ -26,8 +25,8 @@ TEST_CASE("a rank that exits mid-run makes the others fail promptly, naming it")
   INFO(result.summary());
   CHECK(result.exit_code(1) == 9);
   CHECK(result.exit_code(0) == 3);
-  CHECK(contains(result.output(0), "all_reduce(SUM) #1 on f32[10] (40 bytes) failed"));
-  CHECK(contains(result.output(0), "rank(s) 1 exited (their connection to the store closed)"));
+  CHECK(test::contains(result.output(0), "all_reduce(SUM) #1 on f32[10] (40 bytes) failed"));
+  CHECK(test::contains(result.output(0), "rank(s) 1 exited (their connection to the store closed)"));
   CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(15));
 }
 
@@ -36,8 +35,8 @@ TEST_CASE("a frozen rank 0, which hosts the store, makes the others fail within 
   const auto result = test::run_ranks(SG_DIST_WORKER_COLLECTIVES, 2, {"rank0_freezes"}, {{"SG_DIST_TIMEOUT", "1"}}, 8);
   INFO(result.summary());
   CHECK(result.exit_code(1) == 3);
-  CHECK(contains(result.output(1), "did not answer within 1000 ms"));
-  CHECK(contains(result.output(1), "may be frozen"));
+  CHECK(test::contains(result.output(1), "did not answer within 1000 ms"));
+  CHECK(test::contains(result.output(1), "may be frozen"));
   CHECK(result.exit_code(0) == -1);  // still stopped at the time limit, then killed by the harness
 }
 
@@ -45,16 +44,16 @@ TEST_CASE("a rank that never reaches a collective: the others time out naming it
   const auto result = test::run_ranks(SG_DIST_WORKER_COLLECTIVES, 2, {"late"}, {{"SG_DIST_TIMEOUT", "1"}});
   INFO(result.summary());
   CHECK(result.exit_code(0) == 3);
-  CHECK(contains(result.output(0), "all_reduce(SUM) #0 on f32[10]"));
-  CHECK(contains(result.output(0), "rank(s) 1 never reached collective #0"));
-  CHECK(contains(result.output(0), "rank(s) 1 are still running but did not fail with it"));  // late, not dead
+  CHECK(test::contains(result.output(0), "all_reduce(SUM) #0 on f32[10]"));
+  CHECK(test::contains(result.output(0), "rank(s) 1 never reached collective #0"));
+  CHECK(test::contains(result.output(0), "rank(s) 1 are still running but did not fail with it"));  // late, not dead
 }
 
 TEST_CASE("a rank that never joins: init_process_group fails naming it") {
   const auto result = test::run_ranks(SG_DIST_WORKER_COLLECTIVES, 2, {"never_joins"}, {{"SG_DIST_TIMEOUT", "1"}});
   INFO(result.summary());
   CHECK(result.exit_code(0) == 3);
-  CHECK(contains(result.output(0), "rank(s) 1 did not join within"));
+  CHECK(test::contains(result.output(0), "rank(s) 1 did not join within"));
   CHECK(result.exit_code(1) == 3);  // and the late rank finds nobody at the store
 }
 
@@ -63,7 +62,7 @@ TEST_CASE("SG_DIST_DEBUG: ranks calling different collectives all fail, showing 
   INFO(result.summary());
   for (int rank = 0; rank < 2; ++rank) {
     CHECK(result.exit_code(rank) == 3);
-    CHECK(contains(result.output(rank), "rank 0 called all_reduce(SUM) #0 on f32[10] (40 bytes) but rank 1 called "
+    CHECK(test::contains(result.output(rank), "rank 0 called all_reduce(SUM) #0 on f32[10] (40 bytes) but rank 1 called "
                                         "broadcast(root 0) #0 on f32[4] (16 bytes)"));
   }
 }

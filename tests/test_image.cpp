@@ -197,6 +197,20 @@ TEST_CASE("an image whose header claims more pixels than the limit is refused be
                        doctest::Contains("'top_down.bmp' claims 3 x 16777214 pixels"), Error);
 }
 
+TEST_CASE("a JPEG whose Huffman table declares more than 256 codes is refused before stb decodes it") {
+  // stb would write past its 257-entry table (tests/fuzz/open-findings/README.md).
+  test::TempDir dir;
+  const std::string path = dir.path() + "/huffman.jpg";
+  data::write_jpeg(path, random_image(8, 8, 3));
+  std::string bytes = read_text(path);
+  const size_t dht = bytes.find(std::string("\xFF\xC4", 2));
+  REQUIRE(dht != std::string::npos);
+  for (size_t length = 1; length <= 16; ++length) bytes[dht + 4 + length] = 0x20;  // 16 x 32 codes
+  write_text(path, bytes);
+  CHECK(decode_error(path) == "read_image: '" + path + "' is a corrupt JPEG: the Huffman table at byte " +
+                                  std::to_string(dht + 4) + " declares 512 codes, more than the 256 a table can hold");
+}
+
 TEST_CASE("decoding in several threads at once gives each bad file its own stb reason") {
   // stb's failure reason is per thread (Note [Decoding in worker threads] in data/image.cpp): with a
   // shared one, a thread could report the reason of another thread's failure.

@@ -21,6 +21,7 @@
 #include "core/error.h"
 #include "dist/launcher.h"
 #include "dist/tcp_store.h"
+#include "dist_harness.h"
 
 using namespace sg;
 using namespace sg::dist;
@@ -44,8 +45,6 @@ struct Store {
 };
 
 std::vector<char> bytes(const std::string& text) { return {text.begin(), text.end()}; }
-
-bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
 
 // ---- talking to the store as a stranger would: raw bytes over a socket ----
 
@@ -157,8 +156,8 @@ TEST_CASE("get of a key that never comes fails at the timeout, naming the key an
     client->get("missing/key");
     FAIL("get returned a key nobody set");
   } catch (const Error& error) {
-    CHECK(contains(error.what(), "'missing/key'"));
-    CHECK(contains(error.what(), store.address()));
+    CHECK(test::contains(error.what(), "'missing/key'"));
+    CHECK(test::contains(error.what(), store.address()));
   }
   const auto waited = std::chrono::steady_clock::now() - start;
   CHECK(waited >= 200ms);
@@ -422,7 +421,7 @@ TEST_CASE("keys and values over the limits are refused by the client, naming the
   try {
     for (; stored < 100; ++stored) store.server.set("key" + std::to_string(stored), std::vector<char>(32));
   } catch (const Error& error) {
-    CHECK(contains(error.what(), "already holds its limit of 1000 bytes"));
+    CHECK(test::contains(error.what(), "already holds its limit of 1000 bytes"));
   }
   CHECK(stored >= 5);
   CHECK(stored < 12);

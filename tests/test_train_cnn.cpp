@@ -11,18 +11,10 @@ namespace fs = std::filesystem;
 
 namespace {
 
-struct Run {
-  int exit_code = 0;
-  std::string output;  // stdout and stderr together
-};
+using Run = test::AppRun;
 
 // train_cnn with `args` as a single process.
-Run train_cnn(const std::vector<std::string>& args) {
-  const test::RankResults results = test::run_ranks(SG_TRAIN_CNN, 1, args, {}, 120);
-  return {results.exit_code(0), results.output(0)};
-}
-
-bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+Run train_cnn(const std::vector<std::string>& args) { return test::run_app(SG_TRAIN_CNN, args, 1); }
 
 // The runs below that train need the data set; the ones that stop at start-up do not.
 bool have_fashion_mnist() {
@@ -40,9 +32,9 @@ TEST_CASE("train_cnn refuses a --save path in a missing directory at start-up, b
   const Run run = train_cnn({"--save", save, "--data-dir", dir.path() + "/no-data"});
   INFO(run.output);
   CHECK(run.exit_code == 1);
-  CHECK(contains(run.output,
+  CHECK(test::contains(run.output,
                  "train_cnn: --save " + save + ": the directory " + dir.path() + "/no/such/dir does not exist"));
-  CHECK(!contains(run.output, "FashionMNIST"));
+  CHECK(!test::contains(run.output, "FashionMNIST"));
 }
 
 TEST_CASE("train_cnn refuses a --threads count outside 1 to 1024, naming the flag") {
@@ -51,8 +43,8 @@ TEST_CASE("train_cnn refuses a --threads count outside 1 to 1024, naming the fla
     const Run run = train_cnn({"--threads", threads, "--data-dir", dir.path()});  // no data: never trains
     INFO(run.output);
     CHECK(run.exit_code != 0);
-    CHECK(contains(run.output, "--threads"));
-    CHECK(contains(run.output, "1024"));
+    CHECK(test::contains(run.output, "--threads"));
+    CHECK(test::contains(run.output, "1024"));
   }
 }
 
@@ -63,9 +55,9 @@ TEST_CASE("train_cnn stops with an error after --max-nonfinite-steps consecutive
                              "--max-nonfinite-steps", "3"});
   INFO(run.output);
   CHECK(run.exit_code == 1);
-  CHECK(contains(run.output, " for 3 consecutive steps (epoch 1, step "));
-  CHECK(contains(run.output, "so training stopped (--max-nonfinite-steps 3; 0 never stops)"));
-  CHECK(!contains(run.output, "epoch 1: test loss"));
+  CHECK(test::contains(run.output, " for 3 consecutive steps (epoch 1, step "));
+  CHECK(test::contains(run.output, "so training stopped (--max-nonfinite-steps 3; 0 never stops)"));
+  CHECK(!test::contains(run.output, "epoch 1: test loss"));
 }
 
 TEST_CASE("train_cnn refuses a snapshot whose epoch is missing, negative or not a whole number, naming file and key") {
@@ -97,6 +89,6 @@ TEST_CASE("train_cnn refuses a snapshot whose epoch is missing, negative or not 
     const Run run = resume_with_epoch(epoch);
     INFO(run.output);
     CHECK(run.exit_code == 1);
-    CHECK(contains(run.output, where + problem));
+    CHECK(test::contains(run.output, where + problem));
   }
 }
