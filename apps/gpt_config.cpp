@@ -52,6 +52,7 @@ std::vector<Key> keys_of(RunConfig& c) {
           key("trainer_config", "amp_dtype", c.trainer.amp_dtype),
           key("trainer_config", "seed", c.trainer.seed),
           key("trainer_config", "log_path", c.trainer.log_path),
+          key("trainer_config", "tensorboard_dir", c.trainer.tensorboard_dir),
           key("trainer_config", "sample_tokens", c.trainer.sample_tokens),
           key("trainer_config", "sample_prompt", c.trainer.sample_prompt),
           key("optimizer_config", "weight_decay", c.optimizer.weight_decay),

@@ -32,6 +32,7 @@ struct TrainerConfig {
   std::string amp_dtype = "f16";
   int64_t seed = 0;
   std::string log_path;
+  std::string tensorboard_dir;  // TensorBoard event files: train and eval loss, grad norm, loss scale
   int64_t sample_tokens = 200;
   std::string sample_prompt;  // empty: the text's first character
 };

@@ -119,6 +119,7 @@ int train(const RunConfig& config, const AppOptions& app) {
   options.mixed_precision = trainer.use_amp ? trainer.amp_dtype : "no";
   options.device = app.device;
   sg::dist::Accelerator accelerator(options);
+  if (!trainer.tensorboard_dir.empty()) accelerator.init_trackers(trainer.tensorboard_dir);  // before the data: fail fast
   sg::set_num_threads(app.threads);
   sg::manual_seed(static_cast<uint64_t>(trainer.seed));
 
@@ -205,6 +206,9 @@ int train(const RunConfig& config, const AppOptions& app) {
       log.write({{"step", std::to_string(step)}, {"epoch", std::to_string(epoch)}, {"loss", std::to_string(loss_value)},
                  {"grad_norm", std::to_string(grad_norm)},
                  {"scale", scaler.is_enabled() ? std::to_string(scaler.get_scale()) : ""}});
+      std::map<std::string, double> scalars = {{"loss/train", loss_value}, {"grad_norm", grad_norm}};
+      if (scaler.is_enabled()) scalars["amp/loss_scale"] = scaler.get_scale();
+      accelerator.log(scalars, step);
       maybe_kill_for_test(step, accelerator.process_index());
     }
     bar.finish();
@@ -223,8 +227,10 @@ int train(const RunConfig& config, const AppOptions& app) {
                         test_loader->dataset().size(), " test sequences (all ranks)");
       log.write({{"step", std::to_string(step)}, {"epoch", std::to_string(epoch)},
                  {"eval_loss", std::to_string(eval_loss)}});
+      accelerator.log({{"loss/eval", eval_loss}}, step);
     }
   }
+  accelerator.end_training();
 
   if (accelerator.is_main_process() && trainer.sample_tokens > 0) {
     gpt->eval();

@@ -2,6 +2,7 @@
 // continues bit-identically, 2 processes against 1 on the combined batch, and a worker killed under
 // sgrun --max-restarts 1. Every run trains gpt-nano on a small text for speed.
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -104,9 +105,20 @@ TEST_CASE("train_gpt names a data file that is missing, and refuses a snapshot d
 
 TEST_CASE("train_gpt trains gpt-nano, evaluates every epoch, saves a snapshot and prints a sample that --generate can continue") {
   test::TempDir dir;
-  const Run run = train_gpt(small_run(dir.path(), "a", 16, 2));
+  std::vector<std::string> args = small_run(dir.path(), "a", 16, 2);
+  args.push_back("trainer_config.tensorboard_dir=" + dir.path() + "/tb");
+  const Run run = train_gpt(args);
   INFO(run.output);
   REQUIRE(run.exit_code == 0);
+  // One event file whose records carry the tags (tests/test_summary_writer.cpp reads such files
+  // back with TensorBoard itself).
+  std::vector<std::string> event_files;
+  for (const auto& entry : std::filesystem::directory_iterator(dir.path() + "/tb"))
+    event_files.push_back(entry.path().string());
+  REQUIRE(event_files.size() == 1);
+  CHECK(std::filesystem::path(event_files[0]).filename().string().starts_with("events.out.tfevents."));
+  const std::string events = test::read_text(event_files[0]);
+  for (const char* tag : {"loss/train", "grad_norm", "loss/eval"}) CHECK(test::contains(events, tag));
   CHECK(test::contains(run.output, "Data has 216 characters, "));
   CHECK(test::contains(run.output, "number of parameters: 0.09M"));  // the recipe's count for gpt-nano
   CHECK(test::contains(run.output, "Snapshot not found. Training model from scratch"));
