@@ -4,8 +4,8 @@ namespace sg::amp {
 
 namespace {
 autograd::AutocastState checked_state(DType dtype, bool enabled) {
-  SG_CHECK(dtype == DType::f16 || dtype == DType::bf16, "AutocastGuard: the low precision dtype must be f16 or bf16, got ",
-           dtype);
+  SG_CHECK(dtype == DType::f16 || dtype == DType::bf16,
+           "AutocastGuard: the low precision dtype must be f16 or bf16, got ", dtype);
   return {.enabled = enabled, .dtype = dtype};
 }
 }  // namespace

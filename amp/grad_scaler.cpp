@@ -32,7 +32,8 @@ void check_factors(const char* where, double scale, double growth_factor, double
                    int64_t growth_interval) {
   SG_CHECK(std::isfinite(scale) && scale > 0, where, ": the scale must be positive and finite, got ", scale);
   SG_CHECK(growth_factor > 1.0, where, ": growth_factor must be > 1, got ", growth_factor);
-  SG_CHECK(backoff_factor > 0.0 && backoff_factor < 1.0, where, ": backoff_factor must be in (0, 1), got ", backoff_factor);
+  SG_CHECK(backoff_factor > 0.0 && backoff_factor < 1.0, where, ": backoff_factor must be in (0, 1), got ",
+           backoff_factor);
   SG_CHECK(growth_interval > 0, where, ": growth_interval must be positive, got ", growth_interval);
 }
 
@@ -46,8 +47,11 @@ void set_found_inf_reducer(FoundInfReducer reducer) {
 // ---- state ----
 
 std::string GradScalerState::to_json() const {
-  return nlohmann::json{{"scale", scale}, {"growth_factor", growth_factor}, {"backoff_factor", backoff_factor},
-                        {"growth_interval", growth_interval}, {"growth_tracker", growth_tracker},
+  return nlohmann::json{{"scale", scale},
+                        {"growth_factor", growth_factor},
+                        {"backoff_factor", backoff_factor},
+                        {"growth_interval", growth_interval},
+                        {"growth_tracker", growth_tracker},
                         {"skipped_steps", skipped_steps}}
       .dump();
 }
@@ -59,14 +63,14 @@ GradScalerState GradScalerState::from_json(const std::string& text) {
             value.at("backoff_factor").get<double>(),  value.at("growth_interval").get<int64_t>(),
             value.at("growth_tracker").get<int64_t>(), value.at("skipped_steps").get<int64_t>()};
   } catch (const nlohmann::json::exception& error) {
-    throw Error(detail::concat("GradScalerState::from_json: not a saved GradScaler state (", error.what(), "): ", text));
+    throw Error(
+        detail::concat("GradScalerState::from_json: not a saved GradScaler state (", error.what(), "): ", text));
   }
 }
 
 // ---- the scaler ----
 
-GradScaler::GradScaler(GradScalerOptions options)
-    : options_(options), scale_(static_cast<float>(options.init_scale)) {
+GradScaler::GradScaler(GradScalerOptions options) : options_(options), scale_(static_cast<float>(options.init_scale)) {
   check_factors("GradScaler", options.init_scale, options.growth_factor, options.backoff_factor,
                 options.growth_interval);
 }
@@ -135,7 +139,8 @@ void GradScaler::update(std::optional<double> new_scale) {
                   options_.growth_interval);
     scale_ = static_cast<float>(*new_scale);
   } else {
-    SG_CHECK(!records_.empty(), "GradScaler::update: no inf checks were recorded since the last update(); call "
+    SG_CHECK(!records_.empty(),
+             "GradScaler::update: no inf checks were recorded since the last update(); call "
              "step(optimizer) (or unscale_) first");
     bool found_inf = false;
     for (const auto& [optimizer, record] : records_) found_inf = found_inf || record.found_inf;
@@ -157,8 +162,8 @@ void GradScaler::update(std::optional<double> new_scale) {
 
 GradScalerState GradScaler::state_dict() const {
   if (!options_.enabled) return {};
-  return {scale_, options_.growth_factor, options_.backoff_factor, options_.growth_interval, growth_tracker_,
-          skipped_steps_};
+  return {scale_,          options_.growth_factor, options_.backoff_factor, options_.growth_interval,
+          growth_tracker_, skipped_steps_};
 }
 
 void GradScaler::load_state_dict(const GradScalerState& state) {
@@ -168,7 +173,8 @@ void GradScaler::load_state_dict(const GradScalerState& state) {
   SG_CHECK(state.growth_tracker >= 0 && state.growth_tracker < state.growth_interval,
            "GradScaler::load_state_dict: growth_tracker must be in [0, growth_interval = ", state.growth_interval,
            "), got ", state.growth_tracker);
-  SG_CHECK(state.skipped_steps >= 0, "GradScaler::load_state_dict: skipped_steps must be >= 0, got ", state.skipped_steps);
+  SG_CHECK(state.skipped_steps >= 0, "GradScaler::load_state_dict: skipped_steps must be >= 0, got ",
+           state.skipped_steps);
   scale_ = static_cast<float>(state.scale);
   options_.growth_factor = state.growth_factor;
   options_.backoff_factor = state.backoff_factor;

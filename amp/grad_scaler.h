@@ -33,11 +33,11 @@
 namespace sg::amp {
 
 struct GradScalerOptions {
-  double init_scale = 65536.0;   // 2^16
+  double init_scale = 65536.0;  // 2^16
   double growth_factor = 2.0;
   double backoff_factor = 0.5;
   int64_t growth_interval = 2000;
-  bool enabled = true;           // false: scale() returns the loss as is, step() just steps
+  bool enabled = true;  // false: scale() returns the loss as is, step() just steps
 };
 
 // What a checkpoint keeps (the fields of torch's GradScaler.state_dict(), plus the skip count).
@@ -46,7 +46,7 @@ struct GradScalerState {
   double growth_factor = 2.0;
   double backoff_factor = 0.5;
   int64_t growth_interval = 2000;
-  int64_t growth_tracker = 0;   // clean steps since the scale last changed
+  int64_t growth_tracker = 0;  // clean steps since the scale last changed
   int64_t skipped_steps = 0;
 
   // As JSON text, for a checkpoint's metadata (optim::save_checkpoint's `metadata`, key

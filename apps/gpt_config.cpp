@@ -19,7 +19,7 @@ struct Key {
 
 template <typename T>
 Key key(const std::string& section, const std::string& name, T& target) {
-  std::string kind = std::is_same_v<T, bool> ? "true or false"
+  std::string kind = std::is_same_v<T, bool>       ? "true or false"
                      : std::is_floating_point_v<T> ? "a number"
                      : std::is_integral_v<T>       ? "an integer"
                                                    : "a string";
@@ -79,7 +79,8 @@ constexpr const char* kHydraSection = "hydra";
 RunConfig config_from(YAML::Node root, const std::string& path, const std::vector<std::string>& overrides) {
   RunConfig config;
   const std::vector<Key> keys = keys_of(config);
-  SG_CHECK(root.IsMap(), "config ", path, ": expected sections data_config, gpt_config, trainer_config, optimizer_config");
+  SG_CHECK(root.IsMap(), "config ", path,
+           ": expected sections data_config, gpt_config, trainer_config, optimizer_config");
   bool model_type_overridden = false, shape_overridden = false;
   for (const std::string& text : overrides) {
     const size_t equals = text.find('='), dot = text.find('.');
@@ -119,11 +120,13 @@ RunConfig config_from(YAML::Node root, const std::string& path, const std::vecto
     }
   }
   const TrainerConfig& t = config.trainer;
-  SG_CHECK(t.max_epochs >= 1 && t.batch_size >= 1 && t.save_every >= 1 && t.data_loader_workers >= 0 &&
-               t.sample_tokens >= 0,
-           "config ", path, ": trainer_config.max_epochs, batch_size and save_every must be >= 1, "
-           "data_loader_workers and sample_tokens >= 0");
-  SG_CHECK(t.grad_norm_clip > 0, "config ", path, ": trainer_config.grad_norm_clip must be > 0, got ", t.grad_norm_clip);
+  SG_CHECK(
+      t.max_epochs >= 1 && t.batch_size >= 1 && t.save_every >= 1 && t.data_loader_workers >= 0 && t.sample_tokens >= 0,
+      "config ", path,
+      ": trainer_config.max_epochs, batch_size and save_every must be >= 1, "
+      "data_loader_workers and sample_tokens >= 0");
+  SG_CHECK(t.grad_norm_clip > 0, "config ", path, ": trainer_config.grad_norm_clip must be > 0, got ",
+           t.grad_norm_clip);
   SG_CHECK(t.amp_dtype == "f16" || t.amp_dtype == "bf16", "config ", path,
            ": trainer_config.amp_dtype must be f16 or bf16, got '", t.amp_dtype, "'");
   SG_CHECK(config.data.train_split > 0 && config.data.train_split <= 1, "config ", path,

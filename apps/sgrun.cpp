@@ -15,45 +15,54 @@
 int main(int argc, char** argv) {
   sg::dist::LaunchOptions options;
   std::string nproc_per_node = "1", nnodes = "1", rendezvous_endpoint;
-  CLI::App app{"Run a syncgrad program on N processes per node (like torchrun).\n"
-               "Usage: sgrun [OPTIONS] PROGRAM [ARGS...]"};
+  CLI::App app{
+      "Run a syncgrad program on N processes per node (like torchrun).\n"
+      "Usage: sgrun [OPTIONS] PROGRAM [ARGS...]"};
   // Every flag also answers to torchrun's spelling (--nproc_per_node, ...), so its command lines run as written.
   app.add_option("--nproc-per-node,--nproc_per_node", nproc_per_node,
                  "Worker processes on this node: N, gpu (one per GPU), cpu (one per core) or auto")
       ->capture_default_str();
   app.add_option("--nnodes", nnodes, "Nodes taking part (each runs its own sgrun); N or N:N")->capture_default_str();
   app.add_option("--node-rank,--node_rank", options.node_rank, "This node's rank, 0 .. nnodes - 1")
-      ->check(CLI::NonNegativeNumber)->capture_default_str();
-  auto* master_addr = app.add_option("--master-addr,--master_addr", options.master_addr,
-                                     "Address of the node running rank 0")->capture_default_str();
-  auto* master_port = app.add_option("--master-port,--master_port", options.master_port,
-                                     "Port of rank 0's rendezvous store")
-                          ->check(CLI::Range(1, 65535))->capture_default_str();
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  auto* master_addr =
+      app.add_option("--master-addr,--master_addr", options.master_addr, "Address of the node running rank 0")
+          ->capture_default_str();
+  auto* master_port =
+      app.add_option("--master-port,--master_port", options.master_port, "Port of rank 0's rendezvous store")
+          ->check(CLI::Range(1, 65535))
+          ->capture_default_str();
   auto* endpoint = app.add_option("--rdzv-endpoint,--rdzv_endpoint", rendezvous_endpoint,
                                   "host:port of rank 0's rendezvous store (instead of --master-addr/--master-port)")
-                       ->excludes(master_addr)->excludes(master_port);
-  app.add_flag("--standalone", options.standalone,
-               "Single node on 127.0.0.1 with a free port picked for every attempt")
-      ->excludes(master_addr)->excludes(master_port)->excludes(endpoint);
+                       ->excludes(master_addr)
+                       ->excludes(master_port);
+  app.add_flag("--standalone", options.standalone, "Single node on 127.0.0.1 with a free port picked for every attempt")
+      ->excludes(master_addr)
+      ->excludes(master_port)
+      ->excludes(endpoint);
   app.add_option("--max-restarts,--max_restarts", options.max_restarts,
                  "Restarts of the whole group after a worker fails")
-      ->check(CLI::NonNegativeNumber)->capture_default_str();
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
   app.add_option("--grace-seconds,--grace_seconds", options.grace_seconds,
                  "Time workers get to exit after SIGTERM or a forwarded signal before SIGKILL")
-      ->check(CLI::NonNegativeNumber)->capture_default_str();
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
   // Everything from the first argument that is not one of ours on is the worker's command line.
   app.prefix_command();
-  app.footer("Each worker gets RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE, GROUP_RANK, MASTER_ADDR,\n"
-             "MASTER_PORT, SG_RESTART_COUNT and SG_MAX_RESTARTS (also as TORCHELASTIC_RESTART_COUNT and\n"
-             "TORCHELASTIC_MAX_RESTARTS) and SG_STORE_TOKEN (the store's per-job token; set it yourself,\n"
-             "the same on every node, for a multi-node run); its output lines start with \"[rank N] \".\n"
-             "Exit code: 0, the failing worker's code (128 + signal number when killed), or 128 + the\n"
-             "signal that stopped sgrun. See docs/launcher.md.");
+  app.footer(
+      "Each worker gets RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE, GROUP_RANK, MASTER_ADDR,\n"
+      "MASTER_PORT, SG_RESTART_COUNT and SG_MAX_RESTARTS (also as TORCHELASTIC_RESTART_COUNT and\n"
+      "TORCHELASTIC_MAX_RESTARTS) and SG_STORE_TOKEN (the store's per-job token; set it yourself,\n"
+      "the same on every node, for a multi-node run); its output lines start with \"[rank N] \".\n"
+      "Exit code: 0, the failing worker's code (128 + signal number when killed), or 128 + the\n"
+      "signal that stopped sgrun. See docs/launcher.md.");
   CLI11_PARSE(app, argc, argv);
 
   try {
     options.nproc_per_node = sg::dist::parse_nproc_per_node(nproc_per_node, sg::cuda::device_count(),
-                                                             static_cast<int>(std::thread::hardware_concurrency()));
+                                                            static_cast<int>(std::thread::hardware_concurrency()));
     options.nnodes = sg::dist::parse_nnodes(nnodes);
     if (!rendezvous_endpoint.empty())
       std::tie(options.master_addr, options.master_port) = sg::dist::parse_rendezvous_endpoint(rendezvous_endpoint);

@@ -2,8 +2,8 @@
 // every epoch. The same program runs on one process or, under `sgrun --nproc-per-node N`, data-
 // parallel on N, on the CPU or one GPU per process (--device); dist::Accelerator does the
 // difference. `train_cnn --help` lists the flags.
-#include <CLI/CLI.hpp>
 #include <unistd.h>
+#include <CLI/CLI.hpp>
 
 #include <cerrno>
 #include <cmath>
@@ -52,7 +52,7 @@ struct Config {
   bool sync_bn = false;
   std::string ddp_trace;
   double bucket_mb = 25;
-  std::string amp = "none";  // none, f16 or bf16
+  std::string amp = "none";     // none, f16 or bf16
   std::string device = "auto";  // auto, cpu or cuda
   int max_nonfinite_steps = 5;  // 0: train on whatever the loss is
 };
@@ -61,8 +61,10 @@ struct Config {
 constexpr int kMaxThreads = 1024;
 
 std::unique_ptr<sg::optim::Optimizer> make_optimizer(const Config& config, const sg::TensorList& params) {
-  if (config.optimizer == "adam") return std::make_unique<sg::optim::Adam>(params, sg::optim::AdamOptions{.lr = config.lr});
-  if (config.optimizer == "adamw") return std::make_unique<sg::optim::AdamW>(params, sg::optim::AdamWOptions{.lr = config.lr});
+  if (config.optimizer == "adam")
+    return std::make_unique<sg::optim::Adam>(params, sg::optim::AdamOptions{.lr = config.lr});
+  if (config.optimizer == "adamw")
+    return std::make_unique<sg::optim::AdamW>(params, sg::optim::AdamWOptions{.lr = config.lr});
   return std::make_unique<sg::optim::SGD>(params, sg::optim::SGDOptions{.lr = config.lr, .momentum = 0.9});
 }
 
@@ -139,9 +141,11 @@ int run(const Config& config) {
   // --batch-size is per process: N processes train on N * batch-size images per step. Batches
   // arrive on the accelerator's device; for a GPU they are staged in page-locked memory.
   const bool pin_memory = accelerator.device().is_cuda();
-  sg::data::DataLoader train_loader =
-      accelerator.prepare(train_set, {.batch_size = config.batch_size, .shuffle = true, .num_workers = config.workers,
-                                      .seed = config.seed, .pin_memory = pin_memory});
+  sg::data::DataLoader train_loader = accelerator.prepare(train_set, {.batch_size = config.batch_size,
+                                                                      .shuffle = true,
+                                                                      .num_workers = config.workers,
+                                                                      .seed = config.seed,
+                                                                      .pin_memory = pin_memory});
   sg::data::DataLoader test_loader =
       accelerator.prepare(test_set, {.batch_size = 1000, .num_workers = config.workers, .pin_memory = pin_memory});
 
@@ -177,8 +181,9 @@ int run(const Config& config) {
   int nonfinite_losses = 0;  // consecutive steps whose loss was inf or NaN
   for (int epoch = start_epoch; epoch < config.epochs; ++epoch) {
     train_loader.set_epoch(epoch);
-    sg::data::ProgressBar bar(train_loader.size(), "epoch " + std::to_string(epoch + 1) + "/" + std::to_string(config.epochs),
-                              "img", progress_out);
+    sg::data::ProgressBar bar(train_loader.size(),
+                              "epoch " + std::to_string(epoch + 1) + "/" + std::to_string(config.epochs), "img",
+                              progress_out);
     for (const sg::data::Batch& batch : train_loader) {
       optimizer->zero_grad();
       sg::Tensor loss;
@@ -191,7 +196,8 @@ int run(const Config& config) {
       if (scheduler) scheduler->step();
       ++step;
       const double loss_value = loss.item();  // this process's batch; the main rank shows its own
-      std::map<std::string, std::string> row{{"step", std::to_string(step)}, {"epoch", std::to_string(epoch + 1)},
+      std::map<std::string, std::string> row{{"step", std::to_string(step)},
+                                             {"epoch", std::to_string(epoch + 1)},
                                              {"loss", std::to_string(loss_value)},
                                              {"lr", std::to_string(optimizer->lr(0))}};
       std::vector<std::pair<std::string, double>> shown{{"loss", loss_value}};
@@ -200,7 +206,8 @@ int run(const Config& config) {
         scalars["amp/loss_scale"] = scaler.get_scale();
         row["scale"] = std::to_string(scaler.get_scale());
         row["skipped_steps"] = std::to_string(scaler.skipped_steps());
-        shown.insert(shown.end(), {{"scale", scaler.get_scale()}, {"skipped", static_cast<double>(scaler.skipped_steps())}});
+        shown.insert(shown.end(),
+                     {{"scale", scaler.get_scale()}, {"skipped", static_cast<double>(scaler.skipped_steps())}});
       }
       bar.update(1, batch.input.size(0) * accelerator.num_processes(), shown);
       log.write(row);
@@ -225,11 +232,13 @@ int run(const Config& config) {
     accelerator.print("epoch ", epoch + 1, ": test loss ", format_fixed(result.loss, 4), ", test accuracy ",
                       format_fixed(result.accuracy, 2), "% (training ", format_fixed(train_seconds, 1), " s, ",
                       format_fixed(images_per_second, 0), " img/s on ", accelerator.device(), ")");
-    log.write({{"step", std::to_string(step)}, {"epoch", std::to_string(epoch + 1)},
-               {"loss", std::to_string(result.loss)}, {"accuracy", std::to_string(result.accuracy)}});
+    log.write({{"step", std::to_string(step)},
+               {"epoch", std::to_string(epoch + 1)},
+               {"loss", std::to_string(result.loss)},
+               {"accuracy", std::to_string(result.accuracy)}});
     accelerator.log({{"loss/test", result.loss}, {"accuracy/test", result.accuracy}}, step);
-    const sg::optim::Metadata metadata = {{"epoch", std::to_string(epoch + 1)}, {"step", std::to_string(step)},
-                                          {"model", config.model}};
+    const sg::optim::Metadata metadata = {
+        {"epoch", std::to_string(epoch + 1)}, {"step", std::to_string(step)}, {"model", config.model}};
     if (!config.save.empty()) accelerator.save_state(config.save, *model, metadata);
     if (!config.snapshot.empty()) accelerator.save_state(config.snapshot, *model, metadata);
   }
@@ -245,19 +254,28 @@ int main(int argc, char** argv) {
   app.add_option("--data-dir", config.data_dir, "Directory with the Fashion-MNIST IDX files (.gz or raw)")
       ->capture_default_str();
   app.add_option("--model", config.model, "cnn (conv-BN-ReLU-pool x2, 2 linear) or basicnet (PyTorch MNIST example)")
-      ->check(CLI::IsMember({"cnn", "basicnet"}))->capture_default_str();
-  app.add_option("--epochs", config.epochs, "Passes over the training set")->check(CLI::PositiveNumber)->capture_default_str();
-  app.add_option("--batch-size", config.batch_size, "Images per step and process")->check(CLI::PositiveNumber)->capture_default_str();
+      ->check(CLI::IsMember({"cnn", "basicnet"}))
+      ->capture_default_str();
+  app.add_option("--epochs", config.epochs, "Passes over the training set")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  app.add_option("--batch-size", config.batch_size, "Images per step and process")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
   app.add_option("--lr", config.lr, "Learning rate")->check(CLI::PositiveNumber)->capture_default_str();
   app.add_option("--optimizer", config.optimizer, "adam, adamw, or sgd (momentum 0.9)")
-      ->check(CLI::IsMember({"adam", "adamw", "sgd"}))->capture_default_str();
+      ->check(CLI::IsMember({"adam", "adamw", "sgd"}))
+      ->capture_default_str();
   app.add_option("--scheduler", config.scheduler, "none, or cosine (annealed to 0 over all steps)")
-      ->check(CLI::IsMember({"none", "cosine"}))->capture_default_str();
+      ->check(CLI::IsMember({"none", "cosine"}))
+      ->capture_default_str();
   app.add_option("--threads", config.threads, "Intra-op threads (OpenMP and OpenBLAS)")
-      ->check(CLI::Range(1, kMaxThreads))->capture_default_str();
+      ->check(CLI::Range(1, kMaxThreads))
+      ->capture_default_str();
   app.add_option("--seed", config.seed, "Seed for initialisation, shuffling and dropout")->capture_default_str();
   app.add_option("--workers", config.workers, "Data-loader worker threads (0: load on the training thread)")
-      ->check(CLI::NonNegativeNumber)->capture_default_str();
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
   app.add_option("--save", config.save,
                  "Write a checkpoint (safetensors) here after every epoch (its directory must exist; checked at "
                  "start)");
@@ -266,22 +284,28 @@ int main(int argc, char** argv) {
                  "Save model, optimizer, scheduler, RNG and epoch here after every epoch (atomically) and resume from "
                  "it when it exists at start: with `sgrun --max-restarts` a killed run finishes");
   app.add_option("--amp", config.amp, "Mixed precision: none, f16 (autocast + loss scaler) or bf16 (autocast)")
-      ->check(CLI::IsMember({"none", "f16", "bf16"}))->capture_default_str();
+      ->check(CLI::IsMember({"none", "f16", "bf16"}))
+      ->capture_default_str();
   app.add_option("--device", config.device,
                  "auto (the GPU of each process's LOCAL_RANK when CUDA is available, else the CPU), cpu, or cuda; "
                  "under sgrun on GPUs: one GPU per process, gradients all-reduced over NCCL")
-      ->check(CLI::IsMember({"auto", "cpu", "cuda"}))->capture_default_str();
-  app.add_flag("--sync-bn", config.sync_bn, "Under sgrun: BatchNorm statistics over all processes' batches (SyncBatchNorm)");
+      ->check(CLI::IsMember({"auto", "cpu", "cuda"}))
+      ->capture_default_str();
+  app.add_flag("--sync-bn", config.sync_bn,
+               "Under sgrun: BatchNorm statistics over all processes' batches (SyncBatchNorm)");
   app.add_option("--bucket-mb", config.bucket_mb, "Under sgrun: DDP's gradient bucket size in MB")
-      ->check(CLI::PositiveNumber)->capture_default_str();
-  app.add_option("--ddp-trace", config.ddp_trace,
-                 "Under sgrun: write a Chrome trace (ui.perfetto.dev) of the first backwards and DDP's bucket all-reduces");
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  app.add_option(
+      "--ddp-trace", config.ddp_trace,
+      "Under sgrun: write a Chrome trace (ui.perfetto.dev) of the first backwards and DDP's bucket all-reduces");
   app.add_option("--log", config.log, "CSV of step, epoch, loss, lr, accuracy");
   app.add_option("--tensorboard", config.tensorboard,
                  "Write TensorBoard event files into this directory (created when missing; by the main process): "
                  "loss/train and lr per step, amp/loss_scale under --amp f16, loss/test and accuracy/test per epoch");
   app.add_option("--train-subset", config.train_subset, "Train on the first N images only (0: all), for quick runs")
-      ->check(CLI::NonNegativeNumber)->capture_default_str();
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
   app.add_option("--test-subset", config.test_subset,
                  "Evaluate on the first N test images only (0: all), for quick runs")
       ->check(CLI::NonNegativeNumber)
@@ -289,7 +313,8 @@ int main(int argc, char** argv) {
   app.add_option("--max-nonfinite-steps", config.max_nonfinite_steps,
                  "Stop with an error after N consecutive steps whose loss is inf or NaN (0: never). Steps the f16 "
                  "loss scaler skips for overflowing gradients do not count")
-      ->check(CLI::NonNegativeNumber)->capture_default_str();
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
   try {
     return run(config);

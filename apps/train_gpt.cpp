@@ -9,8 +9,8 @@
 // Test hook: with SG_TEST_KILL_AT_STEP=N in the environment, rank SG_TEST_KILL_RANK (default 1)
 // kills itself with SIGKILL right after step N of the first attempt (SG_RESTART_COUNT 0), as the
 // OOM killer would; tests/test_train_gpt.cpp uses it to stop a worker at a known point.
-#include <CLI/CLI.hpp>
 #include <unistd.h>
+#include <CLI/CLI.hpp>
 
 #include <cerrno>
 #include <chrono>
@@ -68,8 +68,9 @@ constexpr int kMaxThreads = 1024;
 
 std::shared_ptr<sg::data::CharDataset> make_dataset(const DataConfig& config) {
   if (config.path == "fortunes")
-    return std::make_shared<sg::data::CharDataset>(sg::data::fortunes_corpus(), config.block_size, config.truncate,
-                                                   std::string("the fortunes corpus (") + sg::data::kFortunesDirectory + ")");
+    return std::make_shared<sg::data::CharDataset>(
+        sg::data::fortunes_corpus(), config.block_size, config.truncate,
+        std::string("the fortunes corpus (") + sg::data::kFortunesDirectory + ")");
   SG_CHECK(config.path.find("://") == std::string::npos, "data_config.path ", config.path,
            " is a URL; train_gpt reads local files only (the recipe reads URLs through fsspec): download it, "
            "then give data_config.path=FILE");
@@ -84,8 +85,8 @@ std::string format_fixed(double value, int decimals) {
 
 // What a snapshot must carry besides the weights to rebuild the model and decode its output.
 sg::optim::Metadata model_metadata(const sg::models::GPTConfig& gpt, const sg::data::CharVocabulary& vocabulary) {
-  return {{"n_layer", std::to_string(*gpt.n_layer)}, {"n_head", std::to_string(*gpt.n_head)},
-          {"n_embd", std::to_string(*gpt.n_embd)},   {"vocab_size", std::to_string(gpt.vocab_size)},
+  return {{"n_layer", std::to_string(*gpt.n_layer)},      {"n_head", std::to_string(*gpt.n_head)},
+          {"n_embd", std::to_string(*gpt.n_embd)},        {"vocab_size", std::to_string(gpt.vocab_size)},
           {"block_size", std::to_string(gpt.block_size)}, {"vocabulary", vocabulary.to_utf8()}};
 }
 
@@ -119,7 +120,8 @@ int train(const RunConfig& config, const AppOptions& app) {
   options.mixed_precision = trainer.use_amp ? trainer.amp_dtype : "no";
   options.device = app.device;
   sg::dist::Accelerator accelerator(options);
-  if (!trainer.tensorboard_dir.empty()) accelerator.init_trackers(trainer.tensorboard_dir);  // before the data: fail fast
+  if (!trainer.tensorboard_dir.empty())
+    accelerator.init_trackers(trainer.tensorboard_dir);  // before the data: fail fast
   sg::set_num_threads(app.threads);
   sg::manual_seed(static_cast<uint64_t>(trainer.seed));
 
@@ -135,20 +137,23 @@ int train(const RunConfig& config, const AppOptions& app) {
   gpt_config.vocab_size = dataset->vocabulary().size();
   gpt_config.block_size = dataset->block_size();
   auto gpt = std::make_shared<sg::models::GPT>(gpt_config);
-  accelerator.print("number of parameters: ", format_fixed(static_cast<double>(gpt->num_block_parameters()) / 1e6, 2), "M");
+  accelerator.print("number of parameters: ", format_fixed(static_cast<double>(gpt->num_block_parameters()) / 1e6, 2),
+                    "M");
   auto optimizer = sg::models::create_optimizer(*gpt, config.optimizer);
   std::shared_ptr<sg::nn::Module> model = accelerator.prepare(gpt);
   accelerator.prepare(*optimizer);
 
   const bool pin_memory = accelerator.device().is_cuda();
   const auto workers = static_cast<int>(trainer.data_loader_workers);
-  sg::data::DataLoader train_loader = accelerator.prepare(
-      parts[0], {.batch_size = trainer.batch_size, .shuffle = true, .num_workers = workers,
-                 .seed = static_cast<uint64_t>(trainer.seed), .pin_memory = pin_memory});
+  sg::data::DataLoader train_loader = accelerator.prepare(parts[0], {.batch_size = trainer.batch_size,
+                                                                     .shuffle = true,
+                                                                     .num_workers = workers,
+                                                                     .seed = static_cast<uint64_t>(trainer.seed),
+                                                                     .pin_memory = pin_memory});
   std::optional<sg::data::DataLoader> test_loader;  // none when train_split is 1, as the recipe
   if (parts[1]->size() > 0)
-    test_loader.emplace(accelerator.prepare(parts[1], {.batch_size = trainer.batch_size, .num_workers = workers,
-                                                       .pin_memory = pin_memory}));
+    test_loader.emplace(accelerator.prepare(
+        parts[1], {.batch_size = trainer.batch_size, .num_workers = workers, .pin_memory = pin_memory}));
 
   // The sample's prompt, checked now rather than after hours of training.
   std::vector<int64_t> sample_prompt = {dataset->get(0).input.data_ptr<int64_t>()[0]};
@@ -187,8 +192,9 @@ int train(const RunConfig& config, const AppOptions& app) {
   const int64_t tokens_per_step = trainer.batch_size * gpt_config.block_size * accelerator.num_processes();
   for (int64_t epoch = epochs_run + 1; epoch <= trainer.max_epochs; ++epoch) {  // 1-based, as the recipe
     train_loader.set_epoch(epoch);
-    sg::data::ProgressBar bar(train_loader.size(), "epoch " + std::to_string(epoch) + "/" + std::to_string(trainer.max_epochs),
-                              "tok", progress_out);
+    sg::data::ProgressBar bar(train_loader.size(),
+                              "epoch " + std::to_string(epoch) + "/" + std::to_string(trainer.max_epochs), "tok",
+                              progress_out);
     double loss_value = 0;
     for (const sg::data::Batch& batch : train_loader) {
       optimizer->zero_grad();
@@ -203,7 +209,9 @@ int train(const RunConfig& config, const AppOptions& app) {
       ++step;
       loss_value = loss.item();  // this rank's batch
       bar.update(1, batch.input.size(0) * gpt_config.block_size * accelerator.num_processes(), {{"loss", loss_value}});
-      log.write({{"step", std::to_string(step)}, {"epoch", std::to_string(epoch)}, {"loss", std::to_string(loss_value)},
+      log.write({{"step", std::to_string(step)},
+                 {"epoch", std::to_string(epoch)},
+                 {"loss", std::to_string(loss_value)},
                  {"grad_norm", std::to_string(grad_norm)},
                  {"scale", scaler.is_enabled() ? std::to_string(scaler.get_scale()) : ""}});
       std::map<std::string, double> scalars = {{"loss/train", loss_value}, {"grad_norm", grad_norm}};
@@ -225,8 +233,8 @@ int train(const RunConfig& config, const AppOptions& app) {
       const double eval_loss = evaluate(accelerator, *model, *test_loader);
       accelerator.print("Epoch ", epoch, " | eval loss ", format_fixed(eval_loss, 5), " over ",
                         test_loader->dataset().size(), " test sequences (all ranks)");
-      log.write({{"step", std::to_string(step)}, {"epoch", std::to_string(epoch)},
-                 {"eval_loss", std::to_string(eval_loss)}});
+      log.write(
+          {{"step", std::to_string(step)}, {"epoch", std::to_string(epoch)}, {"eval_loss", std::to_string(eval_loss)}});
       accelerator.log({{"loss/eval", eval_loss}}, step);
     }
   }
@@ -236,9 +244,9 @@ int train(const RunConfig& config, const AppOptions& app) {
     gpt->eval();
     const sg::data::CharVocabulary& vocabulary = dataset->vocabulary();
     sg::Generator sampler(static_cast<uint64_t>(trainer.seed));
-    const sg::Tensor out = gpt->generate(sg::tensor(sample_prompt, {1, static_cast<int64_t>(sample_prompt.size())}),
-                                         {.max_new_tokens = trainer.sample_tokens, .do_sample = true, .top_k = 10,
-                                          .generator = &sampler});
+    const sg::Tensor out =
+        gpt->generate(sg::tensor(sample_prompt, {1, static_cast<int64_t>(sample_prompt.size())}),
+                      {.max_new_tokens = trainer.sample_tokens, .do_sample = true, .top_k = 10, .generator = &sampler});
     const sg::Tensor ids = out.to(sg::Device::cpu()).contiguous();
     const int64_t* data = ids.data_ptr<int64_t>();
     accelerator.print("--- sample (", trainer.sample_tokens, " tokens, top_k 10) ---\n",
@@ -258,19 +266,24 @@ int generate(const AppOptions& app) {
   SG_CHECK(vocabulary_entry != metadata.end(), "checkpoint ", app.snapshot,
            ": no metadata entry 'vocabulary' (not a snapshot of train_gpt?)");
   const sg::data::CharVocabulary vocabulary = sg::data::CharVocabulary::from_utf8(vocabulary_entry->second);
-  sg::models::GPT model({.n_layer = integer("n_layer"), .n_head = integer("n_head"), .n_embd = integer("n_embd"),
-                         .vocab_size = integer("vocab_size"), .block_size = integer("block_size")});
+  sg::models::GPT model({.n_layer = integer("n_layer"),
+                         .n_head = integer("n_head"),
+                         .n_embd = integer("n_embd"),
+                         .vocab_size = integer("vocab_size"),
+                         .block_size = integer("block_size")});
   sg::optim::load_checkpoint(app.snapshot, model);
   model.eval();
   SG_CHECK(!app.prompt.empty(), "--prompt is empty; give at least one character");
   const std::vector<int64_t> prompt = vocabulary.encode(sg::data::decode_utf8(app.prompt, "--prompt"));
   sg::Generator sampler(app.seed);
   const auto start = std::chrono::steady_clock::now();
-  const sg::Tensor out = model.generate(
-      sg::tensor(prompt, {1, static_cast<int64_t>(prompt.size())}),
-      {.max_new_tokens = app.max_new_tokens, .temperature = app.temperature, .do_sample = !app.greedy,
-       .top_k = app.top_k > 0 ? std::optional<int64_t>(app.top_k) : std::nullopt, .use_cache = !app.no_cache,
-       .generator = &sampler});
+  const sg::Tensor out = model.generate(sg::tensor(prompt, {1, static_cast<int64_t>(prompt.size())}),
+                                        {.max_new_tokens = app.max_new_tokens,
+                                         .temperature = app.temperature,
+                                         .do_sample = !app.greedy,
+                                         .top_k = app.top_k > 0 ? std::optional<int64_t>(app.top_k) : std::nullopt,
+                                         .use_cache = !app.no_cache,
+                                         .generator = &sampler});
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   const int64_t* data = out.data_ptr<int64_t>();
   std::printf("%s\n", sg::data::encode_utf8(vocabulary.decode(std::vector<int64_t>(data, data + out.numel()))).c_str());
@@ -285,21 +298,29 @@ int generate(const AppOptions& app) {
 int main(int argc, char** argv) {
   AppOptions app;
   CLI::App cli{"Train the minGPT-ddp recipe's character-level GPT (syncgrad), or sample from a snapshot"};
-  cli.add_option("overrides", app.overrides, "section.key=value changes to the config, e.g. trainer_config.max_epochs=2");
-  cli.add_option("--config", app.config_path, "The recipe's YAML file")->check(CLI::ExistingFile)->capture_default_str();
-  cli.add_option("--threads", app.threads, "Intra-op threads per process")->check(CLI::Range(1, kMaxThreads))
+  cli.add_option("overrides", app.overrides,
+                 "section.key=value changes to the config, e.g. trainer_config.max_epochs=2");
+  cli.add_option("--config", app.config_path, "The recipe's YAML file")
+      ->check(CLI::ExistingFile)
+      ->capture_default_str();
+  cli.add_option("--threads", app.threads, "Intra-op threads per process")
+      ->check(CLI::Range(1, kMaxThreads))
       ->capture_default_str();
   cli.add_option("--device", app.device, "auto (the GPU of LOCAL_RANK when CUDA is available), cpu or cuda")
-      ->check(CLI::IsMember({"auto", "cpu", "cuda"}))->capture_default_str();
+      ->check(CLI::IsMember({"auto", "cpu", "cuda"}))
+      ->capture_default_str();
   cli.add_flag("--generate", app.generate, "Sample from --snapshot instead of training");
   cli.add_option("--prompt", app.prompt, "--generate: the text to continue");
   cli.add_option("--snapshot", app.snapshot, "--generate: a snapshot train_gpt wrote")->check(CLI::ExistingFile);
   cli.add_option("--max-new-tokens", app.max_new_tokens, "--generate: characters to add")
-      ->check(CLI::NonNegativeNumber)->capture_default_str();
-  cli.add_option("--temperature", app.temperature, "--generate: divides the logits")->check(CLI::PositiveNumber)
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  cli.add_option("--temperature", app.temperature, "--generate: divides the logits")
+      ->check(CLI::PositiveNumber)
       ->capture_default_str();
   cli.add_option("--top-k", app.top_k, "--generate: sample among the k most likely (0: all)")
-      ->check(CLI::NonNegativeNumber)->capture_default_str();
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
   cli.add_flag("--greedy", app.greedy, "--generate: take the most likely character instead of sampling");
   cli.add_flag("--no-cache", app.no_cache, "--generate: recompute the whole context for every token (no KV cache)");
   cli.add_option("--seed", app.seed, "--generate: seed of the sampling")->capture_default_str();

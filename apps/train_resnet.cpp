@@ -9,8 +9,8 @@
 // flags; `train_resnet --help` lists them.
 //
 // Test hook: SG_TEST_KILL_AT_STEP stops a worker after a given step (apps/test_hooks.h).
-#include <CLI/CLI.hpp>
 #include <unistd.h>
+#include <CLI/CLI.hpp>
 
 #include <cerrno>
 #include <cmath>
@@ -144,9 +144,10 @@ int run(const Config& config) {
 
   // The recipe's read_split_data (fixed by --seed); the main rank reports the counts and, with
   // --save-dir, writes class_indices.json.
-  const sg::data::ImageFolderSplit split = sg::data::split_image_folder(
-      config.data_path, config.val_fraction, config.seed,
-      is_main && !config.save_dir.empty() ? config.save_dir + "/class_indices.json" : "", is_main ? &std::cout : nullptr);
+  const sg::data::ImageFolderSplit split =
+      sg::data::split_image_folder(config.data_path, config.val_fraction, config.seed,
+                                   is_main && !config.save_dir.empty() ? config.save_dir + "/class_indices.json" : "",
+                                   is_main ? &std::cout : nullptr);
   SG_CHECK(static_cast<int64_t>(split.classes.size()) == config.num_classes, "--data-path ", config.data_path, " has ",
            split.classes.size(), " class folders but --num-classes is ", config.num_classes);
   SG_CHECK(!split.train.empty() && !split.val.empty(), "--data-path ", config.data_path, " with --val-fraction ",
@@ -163,9 +164,11 @@ int run(const Config& config) {
   const auto train_set = std::make_shared<sg::data::ImageFolder>(split.train, split.classes, train_transform);
   const auto val_set = std::make_shared<sg::data::ImageFolder>(split.val, split.classes, val_transform);
   const bool pin_memory = accelerator.device().is_cuda();
-  sg::data::DataLoader train_loader =
-      accelerator.prepare(train_set, {.batch_size = config.batch_size, .shuffle = true, .num_workers = config.workers,
-                                      .seed = config.seed, .pin_memory = pin_memory});
+  sg::data::DataLoader train_loader = accelerator.prepare(train_set, {.batch_size = config.batch_size,
+                                                                      .shuffle = true,
+                                                                      .num_workers = config.workers,
+                                                                      .seed = config.seed,
+                                                                      .pin_memory = pin_memory});
   sg::data::DataLoader val_loader = accelerator.prepare(
       val_set, {.batch_size = config.batch_size, .num_workers = config.workers, .pin_memory = pin_memory});
 
@@ -181,9 +184,8 @@ int run(const Config& config) {
   const double lr = config.scale_lr ? config.lr * accelerator.num_processes() : config.lr;
   sg::optim::SGD optimizer(trainable, {.lr = lr, .momentum = 0.9, .weight_decay = config.weight_decay});
   accelerator.prepare(optimizer);
-  sg::optim::LambdaLR scheduler(optimizer, [&config](int64_t epoch) {
-    return cosine_factor(epoch, config.epochs, config.lrf);
-  });
+  sg::optim::LambdaLR scheduler(optimizer,
+                                [&config](int64_t epoch) { return cosine_factor(epoch, config.epochs, config.lrf); });
   accelerator.prepare(scheduler);
 
   int start_epoch = 0;
@@ -243,9 +245,9 @@ int run(const Config& config) {
       sg::optim::save_checkpoint(config.save_dir + "/model-" + std::to_string(epoch) + ".safetensors",
                                  accelerator.unwrap_model(*model));
     if (!config.snapshot.empty())
-      accelerator.save_state(config.snapshot, *model,
-                             {{"epoch", std::to_string(epoch + 1)}, {"step", std::to_string(step)},
-                              {"model", config.model}});
+      accelerator.save_state(
+          config.snapshot, *model,
+          {{"epoch", std::to_string(epoch + 1)}, {"step", std::to_string(step)}, {"model", config.model}});
   }
   accelerator.end_training();
   return 0;
@@ -257,20 +259,28 @@ int main(int argc, char** argv) {
   Config config;
   CLI::App app{"Fine-tune a ResNet on an image folder, one folder per class (syncgrad)"};
   app.add_option("--data-path", config.data_path, "The image folder: one sub-folder of images per class")
-      ->required()->check(CLI::ExistingDirectory);
+      ->required()
+      ->check(CLI::ExistingDirectory);
   app.add_option("--model", config.model, "resnet18, resnet34 or resnet50 (torchvision's)")
-      ->check(CLI::IsMember({"resnet18", "resnet34", "resnet50"}))->capture_default_str();
+      ->check(CLI::IsMember({"resnet18", "resnet34", "resnet50"}))
+      ->capture_default_str();
   app.add_option("--num-classes", config.num_classes, "Class folders in --data-path (the size of fc)")
-      ->check(CLI::PositiveNumber)->capture_default_str();
-  app.add_option("--epochs", config.epochs, "Passes over the training images")->check(CLI::PositiveNumber)
+      ->check(CLI::PositiveNumber)
       ->capture_default_str();
-  app.add_option("--batch-size", config.batch_size, "Images per step and process")->check(CLI::PositiveNumber)
+  app.add_option("--epochs", config.epochs, "Passes over the training images")
+      ->check(CLI::PositiveNumber)
       ->capture_default_str();
-  app.add_option("--lr", config.lr, "Initial learning rate (SGD, momentum 0.9)")->check(CLI::PositiveNumber)
+  app.add_option("--batch-size", config.batch_size, "Images per step and process")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  app.add_option("--lr", config.lr, "Initial learning rate (SGD, momentum 0.9)")
+      ->check(CLI::PositiveNumber)
       ->capture_default_str();
   app.add_option("--lrf", config.lrf, "Final learning rate as a fraction of --lr (cosine per epoch)")
-      ->check(CLI::Range(0.0, 1.0))->capture_default_str();
-  app.add_option("--weight-decay", config.weight_decay, "SGD's L2 penalty")->check(CLI::NonNegativeNumber)
+      ->check(CLI::Range(0.0, 1.0))
+      ->capture_default_str();
+  app.add_option("--weight-decay", config.weight_decay, "SGD's L2 penalty")
+      ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
   app.add_flag("--scale-lr", config.scale_lr, "Multiply --lr by the number of processes (the recipe's multi-GPU rule)");
   app.add_option("--weights", config.weights,
@@ -282,17 +292,23 @@ int main(int argc, char** argv) {
                "Under sgrun: BatchNorm statistics over all processes' batches (SyncBatchNorm)");
   app.add_option("--image-size", config.image_size,
                  "Training crop size; validation resizes to size * 256 / 224, then crops the centre")
-      ->check(CLI::Range(int64_t{16}, int64_t{4096}))->capture_default_str();
+      ->check(CLI::Range(int64_t{16}, int64_t{4096}))
+      ->capture_default_str();
   app.add_option("--val-fraction", config.val_fraction, "Share of each class's images kept for validation")
-      ->check(CLI::Range(0.0, 1.0))->capture_default_str();
+      ->check(CLI::Range(0.0, 1.0))
+      ->capture_default_str();
   app.add_option("--workers", config.workers, "Data-loader worker threads (0: load on the training thread)")
-      ->check(CLI::NonNegativeNumber)->capture_default_str();
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
   app.add_option("--amp", config.amp, "Mixed precision: none, f16 (autocast + loss scaler) or bf16 (autocast)")
-      ->check(CLI::IsMember({"none", "f16", "bf16"}))->capture_default_str();
+      ->check(CLI::IsMember({"none", "f16", "bf16"}))
+      ->capture_default_str();
   app.add_option("--device", config.device,
                  "auto (the GPU of each process's LOCAL_RANK when CUDA is available, else the CPU), cpu, or cuda")
-      ->check(CLI::IsMember({"auto", "cpu", "cuda"}))->capture_default_str();
-  app.add_option("--threads", config.threads, "Intra-op threads per process")->check(CLI::Range(1, kMaxThreads))
+      ->check(CLI::IsMember({"auto", "cpu", "cuda"}))
+      ->capture_default_str();
+  app.add_option("--threads", config.threads, "Intra-op threads per process")
+      ->check(CLI::Range(1, kMaxThreads))
       ->capture_default_str();
   app.add_option("--seed", config.seed, "Seed of the split, the initialisation, shuffling and augmentation")
       ->capture_default_str();

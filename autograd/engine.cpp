@@ -27,7 +27,7 @@ struct ReadyOrder {
   bool operator()(const Node* a, const Node* b) const {
     const bool a_sink = dynamic_cast<const AccumulateGrad*>(a) != nullptr;
     const bool b_sink = dynamic_cast<const AccumulateGrad*>(b) != nullptr;
-    if (a_sink != b_sink) return b_sink;  // sinks first
+    if (a_sink != b_sink) return b_sink;                 // sinks first
     return a->sequence_number() < b->sequence_number();  // then the newest
   }
 };
@@ -75,8 +75,10 @@ void run_backward(const Tensor& root, const Tensor& gradient, bool retain_graph)
            "the forward under NoGradGuard?)");
   Tensor root_grad = gradient;
   if (!root_grad.defined()) {
-    SG_CHECK(root.numel() == 1, "backward: gradient can be implicitly created only for scalar outputs; "
-             "the tensor has shape ", shape_str(root.sizes()), ", so pass a gradient of that shape");
+    SG_CHECK(root.numel() == 1,
+             "backward: gradient can be implicitly created only for scalar outputs; "
+             "the tensor has shape ",
+             shape_str(root.sizes()), ", so pass a gradient of that shape");
     root_grad = ones(root.sizes(), {root.dtype(), root.device()});
   }
   SG_CHECK(root_grad.sizes() == root.sizes(), "backward: gradient of shape ", shape_str(root_grad.sizes()),

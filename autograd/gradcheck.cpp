@@ -41,7 +41,10 @@ GradcheckResult gradcheck(const std::function<Tensor(const TensorList&)>& fn, co
     for (int64_t i = 0; i < input.numel(); ++i) {
       Shape index(input.dim());
       int64_t rest = i;
-      for (int64_t d = input.dim() - 1; d >= 0; --d) { index[d] = rest % input.size(d); rest /= input.size(d); }
+      for (int64_t d = input.dim() - 1; d >= 0; --d) {
+        index[d] = rest % input.size(d);
+        rest /= input.size(d);
+      }
       Tensor element = input.detach();
       for (int64_t d = 0; d < input.dim(); ++d) element = select(element, 0, index[d]);
       double* value = element.data_ptr<double>();

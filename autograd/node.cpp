@@ -10,7 +10,9 @@ std::atomic<uint64_t> next_sequence_number{0};
 }
 
 Node::Node(std::string name, std::vector<std::shared_ptr<Node>> next_nodes, BackwardFn backward)
-    : name_(std::move(name)), next_nodes_(std::move(next_nodes)), backward_(std::move(backward)),
+    : name_(std::move(name)),
+      next_nodes_(std::move(next_nodes)),
+      backward_(std::move(backward)),
       sequence_number_(next_sequence_number++) {}
 
 Tensor Node::run_pre_hooks(Tensor grad) const {
@@ -33,7 +35,8 @@ TensorList Node::apply(Tensor grad_output) {
 void Node::release() { backward_ = nullptr; }
 
 AccumulateGrad::AccumulateGrad(std::shared_ptr<TensorImpl> leaf)
-    : Node("AccumulateGrad", {}, nullptr), leaf_(std::move(leaf)) {}
+    : Node("AccumulateGrad", {}, nullptr),
+      leaf_(std::move(leaf)) {}
 
 TensorList AccumulateGrad::apply(Tensor grad_output) {
   Tensor leaf(leaf_);
@@ -59,9 +62,7 @@ TensorList AccumulateGrad::apply(Tensor grad_output) {
   return {};
 }
 
-AutogradMeta* meta_of(const Tensor& t) {
-  return static_cast<AutogradMeta*>(t.impl()->autograd_meta.get());
-}
+AutogradMeta* meta_of(const Tensor& t) { return static_cast<AutogradMeta*>(t.impl()->autograd_meta.get()); }
 
 AutogradMeta& ensure_meta(const Tensor& t) {
   SG_CHECK(t.defined(), "autograd: tensor is undefined");
@@ -84,14 +85,15 @@ std::shared_ptr<Node> gradient_edge(const Tensor& t) {
 }
 
 SavedTensor::SavedTensor(const Tensor& t)
-    : data_(t.defined() ? t.alias() : Tensor()), saved_version_(t.defined() ? t.storage()->version() : 0) {}
+    : data_(t.defined() ? t.alias() : Tensor()),
+      saved_version_(t.defined() ? t.storage()->version() : 0) {}
 
 Tensor SavedTensor::get() const {
   if (data_.defined()) {
-    SG_CHECK(data_.storage()->version() == saved_version_,
-             "backward: a tensor of shape ", shape_str(data_.sizes()),
+    SG_CHECK(data_.storage()->version() == saved_version_, "backward: a tensor of shape ", shape_str(data_.sizes()),
              " needed for the gradient was modified by an in-place operation after it was saved "
-             "(version ", saved_version_, " -> ", data_.storage()->version(),
+             "(version ",
+             saved_version_, " -> ", data_.storage()->version(),
              "). Use the out-of-place op, or clone() before modifying.");
   }
   return data_;

@@ -63,11 +63,11 @@ private:
 struct AutogradMeta final : AutogradMetaInterface {
   bool requires_grad = false;
   bool retains_grad = false;
-  bool is_view = false;                       // shares storage with the tensor it was viewed from
+  bool is_view = false;  // shares storage with the tensor it was viewed from
   Tensor grad;
-  std::shared_ptr<Node> grad_fn;              // null for leaves
-  std::weak_ptr<Node> grad_accumulator;       // leaves: their AccumulateGrad, created on demand
-  std::vector<TensorHook> hooks;              // leaves: run on the gradient before accumulation
+  std::shared_ptr<Node> grad_fn;         // null for leaves
+  std::weak_ptr<Node> grad_accumulator;  // leaves: their AccumulateGrad, created on demand
+  std::vector<TensorHook> hooks;         // leaves: run on the gradient before accumulation
   std::vector<std::function<void(Tensor&)>> post_accumulate_hooks;
 };
 

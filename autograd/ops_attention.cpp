@@ -57,7 +57,8 @@ Tensor kernel_mask(const AttentionOptions& options, const Tensor& q, const Shape
   SG_CHECK(mask.dtype() == DType::boolean || mask.dtype() == q.dtype(), kName, ": attn_mask must be bool or ",
            q.dtype(), " (the query's dtype), got ", mask.dtype());
   SG_CHECK(mask.device() == q.device(), kName, ": attn_mask is on ", mask.device(), " but query is on ", q.device());
-  SG_CHECK(!mask.requires_grad(), kName, ": attn_mask requires grad, but the fused attention does not differentiate it");
+  SG_CHECK(!mask.requires_grad(), kName,
+           ": attn_mask requires grad, but the fused attention does not differentiate it");
   bool broadcasts = mask.dim() <= static_cast<int64_t>(scores.size());
   for (int64_t d = 1; broadcasts && d <= mask.dim(); ++d) {
     const int64_t size = mask.size(-d), target = scores[scores.size() - d];
@@ -114,7 +115,8 @@ Tensor scaled_dot_product_attention(const Tensor& query, const Tensor& key, cons
                   const Tensor q = sq.get(), k = sk.get(), v = sv.get();
                   AttentionArgs checked = args;
                   checked.mask = smask.get();  // throws if the mask was modified in place since the forward
-                  const Tensor qe = kernel_operand(q, batch), ke = kernel_operand(k, batch), ve = kernel_operand(v, batch);
+                  const Tensor qe = kernel_operand(q, batch), ke = kernel_operand(k, batch),
+                               ve = kernel_operand(v, batch);
                   const TensorOptions options{q.dtype(), q.device()};
                   Tensor grad_q = empty(qe.sizes(), options), grad_k = empty(ke.sizes(), options),
                          grad_v = empty(ve.sizes(), options);

@@ -42,8 +42,10 @@ void check_like_input(const char* op_name, const char* what, const Tensor& t, co
 Shape conv2d_output_shape(const Tensor& input, const Tensor& weight, const Tensor& bias, const Conv2dParams& params) {
   check_like_input("conv2d", "weight", weight, input);
   check_like_input("conv2d", "bias", bias, input);
-  SG_CHECK(weight.dim() == 4, "conv2d: expected a 4-D weight [out_channels, in_channels / groups, kernel_h, kernel_w], "
-           "got shape ", shape_str(weight.sizes()));
+  SG_CHECK(weight.dim() == 4,
+           "conv2d: expected a 4-D weight [out_channels, in_channels / groups, kernel_h, kernel_w], "
+           "got shape ",
+           shape_str(weight.sizes()));
   check_positive("conv2d", "stride", params.stride);
   check_positive("conv2d", "dilation", params.dilation);
   SG_CHECK(params.padding.h >= 0 && params.padding.w >= 0, "conv2d: padding must be non-negative, got ",
@@ -52,15 +54,15 @@ Shape conv2d_output_shape(const Tensor& input, const Tensor& weight, const Tenso
   const int64_t K = weight.size(0), C = input.size(1);
   SG_CHECK(K % params.groups == 0, "conv2d: weight ", shape_str(weight.sizes()), " has ", K,
            " output channels, which groups=", params.groups, " does not divide");
-  SG_CHECK(weight.size(1) * params.groups == C, "conv2d: weight ", shape_str(weight.sizes()), " with groups=",
-           params.groups, " expects in_channels * groups = ", weight.size(1) * params.groups,
+  SG_CHECK(weight.size(1) * params.groups == C, "conv2d: weight ", shape_str(weight.sizes()),
+           " with groups=", params.groups, " expects in_channels * groups = ", weight.size(1) * params.groups,
            " input channels, but the input ", shape_str(input.sizes()), " has ", C);
   SG_CHECK(!bias.defined() || (bias.dim() == 1 && bias.size(0) == K), "conv2d: expected a bias of shape [", K,
            "] for weight ", shape_str(weight.sizes()), ", got ", shape_str(bias.sizes()));
-  const int64_t P = window_output_size(input.size(2), weight.size(2), params.stride.h, params.padding.h,
-                                       params.dilation.h);
-  const int64_t Q = window_output_size(input.size(3), weight.size(3), params.stride.w, params.padding.w,
-                                       params.dilation.w);
+  const int64_t P =
+      window_output_size(input.size(2), weight.size(2), params.stride.h, params.padding.h, params.dilation.h);
+  const int64_t Q =
+      window_output_size(input.size(3), weight.size(3), params.stride.w, params.padding.w, params.dilation.w);
   SG_CHECK(P > 0 && Q > 0, "conv2d: the input ", shape_str(input.sizes()), " padded by ", params.padding.str(),
            " is smaller than the kernel of weight ", shape_str(weight.sizes()), " dilated by ", params.dilation.str());
   return {input.size(0), K, P, Q};
@@ -93,8 +95,8 @@ Tensor empty_like_shape(const Shape& shape, const Tensor& like) { return empty(s
 
 // ---- convolution ----
 
-Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, Size2 stride, Size2 padding, Size2 dilation,
-              int64_t groups) {
+Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, Size2 stride, Size2 padding,
+              Size2 dilation, int64_t groups) {
   if (const auto cast = autograd::autocast(autograd::AutocastOp::conv2d, input, weight, bias))
     return conv2d((*cast)[0], (*cast)[1], (*cast)[2], stride, padding, dilation, groups);
   check_image_input("conv2d", input);
@@ -103,8 +105,8 @@ Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, Siz
   Tensor out = empty_like_shape(conv2d_output_shape(input, weight, bias, params), input);
   kernels::conv2d(out, input, weight, bias, params);
   // d/dinput: the transposed convolution of g with weight;
-  // d/dweight[k, c, r, s] = sum over n, p, q of g[n, k, p, q] * input[n, c, p stride.h - padding.h + r dilation.h, ...];
-  // d/dbias[k] = sum over n, p, q of g[n, k, p, q]
+  // d/dweight[k, c, r, s] = sum over n, p, q of g[n, k, p, q] * input[n, c, p stride.h - padding.h + r dilation.h,
+  // ...]; d/dbias[k] = sum over n, p, q of g[n, k, p, q]
   return record("ConvolutionBackward", out, {input, weight, bias},
                 [si = SavedTensor(input), sw = SavedTensor(weight), input_shape = input.sizes(),
                  weight_shape = weight.sizes(), params](const Tensor& g, const NeedsGrad& needs) {
@@ -128,7 +130,8 @@ std::pair<Tensor, Tensor> max_pool2d_with_indices(const Tensor& input, Size2 ker
                                                   Size2 padding, Size2 dilation, bool ceil_mode) {
   check_image_input("max_pool2d", input);
   if (input.dim() == 3) {
-    auto [out, indices] = max_pool2d_with_indices(input.unsqueeze(0), kernel_size, stride, padding, dilation, ceil_mode);
+    auto [out, indices] =
+        max_pool2d_with_indices(input.unsqueeze(0), kernel_size, stride, padding, dilation, ceil_mode);
     return {out.squeeze(0), indices.squeeze(0)};
   }
   const Pool2dWindow window{kernel_size, stride.value_or(kernel_size), padding, dilation};
@@ -162,13 +165,13 @@ Tensor avg_pool2d(const Tensor& input, Size2 kernel_size, std::optional<Size2> s
   Tensor out = empty_like_shape(pool_output_shape("avg_pool2d", input, window, ceil_mode), input);
   kernels::avg_pool2d(out, input, window, count_include_pad, divisor_override);
   // d out[o] / d input = 1 / divisor(o) inside window o, 0 elsewhere
-  return record("AvgPool2DBackward", out, {input},
-                [window, count_include_pad, divisor_override, input_shape = input.sizes()](const Tensor& g,
-                                                                                          const NeedsGrad&) {
-                  Tensor grad_input = empty_like_shape(input_shape, g);
-                  kernels::avg_pool2d_backward(grad_input, g, window, count_include_pad, divisor_override);
-                  return TensorList{grad_input};
-                });
+  return record(
+      "AvgPool2DBackward", out, {input},
+      [window, count_include_pad, divisor_override, input_shape = input.sizes()](const Tensor& g, const NeedsGrad&) {
+        Tensor grad_input = empty_like_shape(input_shape, g);
+        kernels::avg_pool2d_backward(grad_input, g, window, count_include_pad, divisor_override);
+        return TensorList{grad_input};
+      });
 }
 
 Tensor adaptive_avg_pool2d(const Tensor& input, Size2 output_size) {

@@ -22,8 +22,8 @@ Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias = Te
 
 // The max of each kernel_size window (stride defaults to kernel_size). Padding, at most half the
 // kernel, never wins; ceil_mode keeps a last partial window that starts inside the input.
-Tensor max_pool2d(const Tensor& input, Size2 kernel_size, std::optional<Size2> stride = std::nullopt,
-                  Size2 padding = 0, Size2 dilation = 1, bool ceil_mode = false);
+Tensor max_pool2d(const Tensor& input, Size2 kernel_size, std::optional<Size2> stride = std::nullopt, Size2 padding = 0,
+                  Size2 dilation = 1, bool ceil_mode = false);
 // max_pool2d and where each maximum was: i64 indices h * W + w within its plane (return_indices=True).
 std::pair<Tensor, Tensor> max_pool2d_with_indices(const Tensor& input, Size2 kernel_size,
                                                   std::optional<Size2> stride = std::nullopt, Size2 padding = 0,
@@ -31,8 +31,8 @@ std::pair<Tensor, Tensor> max_pool2d_with_indices(const Tensor& input, Size2 ker
 
 // The mean of each window; count_include_pad counts the zero padding in the divisor, and
 // divisor_override replaces the divisor (core/kernels/pool.h).
-Tensor avg_pool2d(const Tensor& input, Size2 kernel_size, std::optional<Size2> stride = std::nullopt,
-                  Size2 padding = 0, bool ceil_mode = false, bool count_include_pad = true,
+Tensor avg_pool2d(const Tensor& input, Size2 kernel_size, std::optional<Size2> stride = std::nullopt, Size2 padding = 0,
+                  bool ceil_mode = false, bool count_include_pad = true,
                   std::optional<int64_t> divisor_override = std::nullopt);
 
 // Averages over output_size evenly spread (possibly overlapping) windows: [N, C, H, W] -> [N, C, oh, ow].

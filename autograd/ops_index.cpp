@@ -25,8 +25,8 @@ using autograd::SavedTensor;
 namespace {
 
 void check_same_device(const Tensor& a, const Tensor& b, const char* op_name) {
-  SG_CHECK(a.device() == b.device(), op_name, ": tensors are on different devices (", a.device(), " and ",
-           b.device(), ")");
+  SG_CHECK(a.device() == b.device(), op_name, ": tensors are on different devices (", a.device(), " and ", b.device(),
+           ")");
 }
 
 void check_index_dtype(const Tensor& index, const char* op_name) {
@@ -106,8 +106,8 @@ Tensor cat(const TensorList& tensors, int64_t dim) {
     if (skipped(t)) continue;
     bool matches = t.dim() == first.dim();
     for (int64_t d = 0; matches && d < t.dim(); ++d) matches = d == dim || t.size(d) == first.size(d);
-    SG_CHECK(matches, "cat: shapes ", shape_str(first.sizes()), " (tensor ", reference, ") and ",
-             shape_str(t.sizes()), " (tensor ", i, ") must match except in dim ", dim);
+    SG_CHECK(matches, "cat: shapes ", shape_str(first.sizes()), " (tensor ", reference, ") and ", shape_str(t.sizes()),
+             " (tensor ", i, ") must match except in dim ", dim);
     shape[dim] += t.size(dim);
   }
   Tensor out = empty(shape, {dtype, first.device()});
@@ -121,16 +121,17 @@ Tensor cat(const TensorList& tensors, int64_t dim) {
   }
   // d cat / d input_i: the slice of the gradient that input i was copied to
   // (an empty input, skipped or not, simply gets an empty gradient of its own shape)
-  return record("CatBackward", out, tensors, [starts, dim, shapes = shapes_of(tensors), dtypes = dtypes_of(tensors)](
-                                                 const Tensor& g, const NeedsGrad& needs) {
-    TensorList grads(shapes.size());
-    for (size_t i = 0; i < shapes.size(); ++i) {
-      if (!needs[i]) continue;
-      grads[i] = numel_of(shapes[i]) == 0 ? zeros(shapes[i], {dtypes[i], g.device()})
-                                          : to_dtype(narrow(g, dim, starts[i], shapes[i][dim]), dtypes[i]);
-    }
-    return grads;
-  });
+  return record(
+      "CatBackward", out, tensors,
+      [starts, dim, shapes = shapes_of(tensors), dtypes = dtypes_of(tensors)](const Tensor& g, const NeedsGrad& needs) {
+        TensorList grads(shapes.size());
+        for (size_t i = 0; i < shapes.size(); ++i) {
+          if (!needs[i]) continue;
+          grads[i] = numel_of(shapes[i]) == 0 ? zeros(shapes[i], {dtypes[i], g.device()})
+                                              : to_dtype(narrow(g, dim, starts[i], shapes[i][dim]), dtypes[i]);
+        }
+        return grads;
+      });
 }
 
 Tensor stack(const TensorList& tensors, int64_t dim) {
@@ -146,12 +147,13 @@ Tensor stack(const TensorList& tensors, int64_t dim) {
   Tensor out = empty(shape, {dtype, tensors[0].device()});
   for (size_t i = 0; i < tensors.size(); ++i) kernels::copy(select(out, dim, static_cast<int64_t>(i)), tensors[i]);
   // d stack / d input_i: the i-th slice of the gradient along the new dim
-  return record("StackBackward", out, tensors, [dim, dtypes = dtypes_of(tensors)](const Tensor& g, const NeedsGrad& needs) {
-    TensorList grads(dtypes.size());
-    for (size_t i = 0; i < dtypes.size(); ++i)
-      if (needs[i]) grads[i] = to_dtype(select(g, dim, static_cast<int64_t>(i)), dtypes[i]);
-    return grads;
-  });
+  return record("StackBackward", out, tensors,
+                [dim, dtypes = dtypes_of(tensors)](const Tensor& g, const NeedsGrad& needs) {
+                  TensorList grads(dtypes.size());
+                  for (size_t i = 0; i < dtypes.size(); ++i)
+                    if (needs[i]) grads[i] = to_dtype(select(g, dim, static_cast<int64_t>(i)), dtypes[i]);
+                  return grads;
+                });
 }
 
 // ---- splitting: views made by narrow, whose backward autograd already knows ----
@@ -216,12 +218,12 @@ Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index) {
   Tensor out = empty(shape, {x.dtype(), x.device()});
   kernels::index_select(out, x, dim, index);
   // d out / d x: each selected slice's gradient adds back into the slice it came from (repeats sum)
-  return record("IndexSelectBackward", out, {x}, [input_shape = x.sizes(), dim, saved_index = SavedTensor(index)](
-                                                     const Tensor& g, const NeedsGrad&) {
-    Tensor grad = zeros(input_shape, {g.dtype(), g.device()});
-    kernels::index_add(grad, dim, saved_index.get(), g);
-    return TensorList{grad};
-  });
+  return record("IndexSelectBackward", out, {x},
+                [input_shape = x.sizes(), dim, saved_index = SavedTensor(index)](const Tensor& g, const NeedsGrad&) {
+                  Tensor grad = zeros(input_shape, {g.dtype(), g.device()});
+                  kernels::index_add(grad, dim, saved_index.get(), g);
+                  return TensorList{grad};
+                });
 }
 
 Tensor gather(const Tensor& x, int64_t dim, const Tensor& index) {
@@ -231,18 +233,20 @@ Tensor gather(const Tensor& x, int64_t dim, const Tensor& index) {
   dim = wrap_dim(dim, x.dim(), "gather");
   bool fits = index.dim() == x.dim();
   for (int64_t d = 0; fits && d < x.dim(); ++d) fits = d == dim || index.size(d) <= x.size(d);
-  SG_CHECK(fits, "gather: index of shape ", shape_str(index.sizes()), " must have the input's number of dims and "
-           "be no larger than the input of shape ", shape_str(x.sizes()), " apart from dim ", dim);
+  SG_CHECK(fits, "gather: index of shape ", shape_str(index.sizes()),
+           " must have the input's number of dims and "
+           "be no larger than the input of shape ",
+           shape_str(x.sizes()), " apart from dim ", dim);
   check_index_range(index, x.size(dim), "gather", dim_of(x, dim));
   Tensor out = empty(index.sizes(), {x.dtype(), x.device()});
   kernels::gather(out, x, dim, index);
   // d out / d x: each gradient element adds back to the element it was read from
-  return record("GatherBackward", out, {x}, [input_shape = x.sizes(), dim, saved_index = SavedTensor(index)](
-                                                const Tensor& g, const NeedsGrad&) {
-    Tensor grad = zeros(input_shape, {g.dtype(), g.device()});
-    kernels::scatter_add(grad, dim, saved_index.get(), g);
-    return TensorList{grad};
-  });
+  return record("GatherBackward", out, {x},
+                [input_shape = x.sizes(), dim, saved_index = SavedTensor(index)](const Tensor& g, const NeedsGrad&) {
+                  Tensor grad = zeros(input_shape, {g.dtype(), g.device()});
+                  kernels::scatter_add(grad, dim, saved_index.get(), g);
+                  return TensorList{grad};
+                });
 }
 
 Tensor scatter_add(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src) {
@@ -258,8 +262,10 @@ Tensor scatter_add(const Tensor& x, int64_t dim, const Tensor& index, const Tens
   bool fits = index.dim() == x.dim() && src.dim() == x.dim();
   for (int64_t d = 0; fits && d < x.dim(); ++d)
     fits = index.size(d) <= src.size(d) && (d == dim || index.size(d) <= x.size(d));
-  SG_CHECK(fits, "scatter_add: index of shape ", shape_str(index.sizes()), " must have the same number of dims as "
-           "src of shape ", shape_str(src.sizes()), " and the input of shape ", shape_str(x.sizes()),
+  SG_CHECK(fits, "scatter_add: index of shape ", shape_str(index.sizes()),
+           " must have the same number of dims as "
+           "src of shape ",
+           shape_str(src.sizes()), " and the input of shape ", shape_str(x.sizes()),
            ", and be no larger than src, nor than the input apart from dim ", dim);
   check_index_range(index, x.size(dim), "scatter_add", dim_of(x, dim));
   Tensor out = empty(x.sizes(), {x.dtype(), x.device()});
@@ -267,11 +273,12 @@ Tensor scatter_add(const Tensor& x, int64_t dim, const Tensor& index, const Tens
   kernels::scatter_add(out, dim, index, src);
   // d out / d x = 1; d out / d src: each src element gets the gradient of the element it was
   // added to, gather(g, dim, index); src elements that no index position reads get zero
-  return record("ScatterAddBackward", out, {x, src}, [dim, saved_index = SavedTensor(index), src_shape = src.sizes()](
-                                                         const Tensor& g, const NeedsGrad& needs) {
-    return TensorList{needs[0] ? g : Tensor(),
-                      needs[1] ? zero_padded(gather(g, dim, saved_index.get()), src_shape) : Tensor()};
-  });
+  return record(
+      "ScatterAddBackward", out, {x, src},
+      [dim, saved_index = SavedTensor(index), src_shape = src.sizes()](const Tensor& g, const NeedsGrad& needs) {
+        return TensorList{needs[0] ? g : Tensor(),
+                          needs[1] ? zero_padded(gather(g, dim, saved_index.get()), src_shape) : Tensor()};
+      });
 }
 
 namespace {
@@ -306,8 +313,8 @@ Tensor embedding(const Tensor& weight, const Tensor& indices, std::optional<int6
   // d out / d weight: each looked-up row's gradient adds into its weight row (repeated ids sum);
   // the padding row's gradient is zero
   return record("EmbeddingBackward", reshape(rows, shape), {weight},
-                [weight_shape = weight.sizes(), saved_flat = SavedTensor(flat), count, padding_idx](
-                    const Tensor& g, const NeedsGrad&) {
+                [weight_shape = weight.sizes(), saved_flat = SavedTensor(flat), count, padding_idx](const Tensor& g,
+                                                                                                    const NeedsGrad&) {
                   Tensor grad = zeros(weight_shape, {g.dtype(), g.device()});
                   kernels::index_add(grad, 0, saved_flat.get(), reshape(g, {count, weight_shape[1]}));
                   if (padding_idx) kernels::fill(narrow(grad, 0, *padding_idx, 1), 0.0);
@@ -352,9 +359,9 @@ Tensor triangle(const Tensor& x, int64_t diagonal, bool lower) {
   Tensor out = empty(x.sizes(), {x.dtype(), x.device()});
   kernels::triangle(out, x, diagonal, lower);
   // d out / d x: the same mask, applied to the gradient
-  return record(lower ? "TrilBackward" : "TriuBackward", out, {x}, [diagonal, lower](const Tensor& g, const NeedsGrad&) {
-    return TensorList{triangle(g, diagonal, lower)};
-  });
+  return record(
+      lower ? "TrilBackward" : "TriuBackward", out, {x},
+      [diagonal, lower](const Tensor& g, const NeedsGrad&) { return TensorList{triangle(g, diagonal, lower)}; });
 }
 }  // namespace
 

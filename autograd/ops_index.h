@@ -31,7 +31,7 @@ std::optional<int64_t> wrap_padding_idx(std::optional<int64_t> padding_idx, int6
 // leaves its norm just under max_norm. Returns weight.
 Tensor& embedding_renorm_(Tensor& weight, const Tensor& indices, double max_norm, double norm_type = 2.0);
 Tensor one_hot(const Tensor& indices, int64_t num_classes = -1);  // i64 result, not differentiable
-Tensor tril(const Tensor& x, int64_t diagonal = 0);  // last two dims
+Tensor tril(const Tensor& x, int64_t diagonal = 0);               // last two dims
 Tensor triu(const Tensor& x, int64_t diagonal = 0);
 
 }  // namespace sg

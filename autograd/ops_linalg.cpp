@@ -39,7 +39,8 @@ void check_operands(const char* op_name, const Tensor& a, const Tensor& b) {
 }
 
 void check_rank(const char* op_name, const Tensor& a, const Tensor& b, int64_t rank) {
-  SG_CHECK(a.dim() == rank && b.dim() == rank, op_name, ": expected ", rank, "-D operands, got shapes ", shapes_str(a, b));
+  SG_CHECK(a.dim() == rank && b.dim() == rank, op_name, ": expected ", rank, "-D operands, got shapes ",
+           shapes_str(a, b));
 }
 
 // a's last dim meets b's rows (b's only dim when b is 1-D).
@@ -107,7 +108,8 @@ Tensor product(const Tensor& a, const Tensor& b, double alpha = 1.0) {
 // d(alpha a @ b)/da = alpha g @ b^T and d(alpha a @ b)/db = alpha a^T @ g, matrix by matrix; each
 // gradient is then summed over the batch dims that broadcasting added to its operand. A 1-D a took
 // part as the row [1, k] and a 1-D b as the column [k, 1]; their gradients are that row / column.
-TensorList matmul_backward(const Tensor& g, const Tensor& a, const Tensor& b, const NeedsGrad& needs, double alpha = 1.0) {
+TensorList matmul_backward(const Tensor& g, const Tensor& a, const Tensor& b, const NeedsGrad& needs,
+                           double alpha = 1.0) {
   const Tensor a2 = a.dim() == 1 ? a.unsqueeze(0) : a;
   const Tensor b2 = b.dim() == 1 ? b.unsqueeze(1) : b;
   Shape g_shape = g.sizes();  // the dims that matmul removed for 1-D operands, put back
@@ -130,9 +132,10 @@ TensorList matmul_backward(const Tensor& g, const Tensor& a, const Tensor& b, co
 // matmul, mm and bmm share their backward: mm and bmm are matmul restricted to fixed ranks.
 Tensor record_product(const char* name, Tensor out, const Tensor& a, const Tensor& b) {
   // d(a @ b)/da = g @ b^T, d(a @ b)/db = a^T @ g (batches and 1-D operands: matmul_backward)
-  return record(name, std::move(out), {a, b}, [sa = SavedTensor(a), sb = SavedTensor(b)](const Tensor& g, const NeedsGrad& needs) {
-    return matmul_backward(g, sa.get(), sb.get(), needs);
-  });
+  return record(name, std::move(out), {a, b},
+                [sa = SavedTensor(a), sb = SavedTensor(b)](const Tensor& g, const NeedsGrad& needs) {
+                  return matmul_backward(g, sa.get(), sb.get(), needs);
+                });
 }
 
 }  // namespace
@@ -163,8 +166,8 @@ Tensor bmm(const Tensor& a, const Tensor& b) {
   if (const auto cast = autocast(AutocastOp::bmm, a, b)) return bmm((*cast)[0], (*cast)[1]);
   check_operands("bmm", a, b);
   check_rank("bmm", a, b, 3);
-  SG_CHECK(a.size(0) == b.size(0), "bmm: shapes ", shapes_str(a, b), " have different batch sizes (", a.size(0),
-           " vs ", b.size(0), ")");
+  SG_CHECK(a.size(0) == b.size(0), "bmm: shapes ", shapes_str(a, b), " have different batch sizes (", a.size(0), " vs ",
+           b.size(0), ")");
   check_inner_dims("bmm", a, b);
   return record_product("BmmBackward", product(a, b), a, b);
 }
@@ -219,7 +222,8 @@ Tensor addmm(const Tensor& input, const Tensor& a, const Tensor& b, double beta,
 Tensor linear(const Tensor& input, const Tensor& weight, const Tensor& bias) {
   // The weight is cast before it is transposed, so the cast is of the parameter itself and the
   // region's cache can keep it (Note [The autocast weight cache]).
-  if (const auto cast = autocast(AutocastOp::linear, input, weight, bias)) return linear((*cast)[0], (*cast)[1], (*cast)[2]);
+  if (const auto cast = autocast(AutocastOp::linear, input, weight, bias))
+    return linear((*cast)[0], (*cast)[1], (*cast)[2]);
   // A batch of vectors is one GEMM with the bias fused in; other ranks go through matmul.
   if (input.dim() == 2) return bias.defined() ? addmm(bias, input, weight.t()) : mm(input, weight.t());
   const Tensor out = matmul(input, weight.t());

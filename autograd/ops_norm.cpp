@@ -55,8 +55,9 @@ Tensor batch_norm(const Tensor& input, const Tensor& weight, const Tensor& bias,
            "batch_norm: running_mean and running_var must both be given or both be undefined");
   SG_CHECK(!running_mean.defined() || (running_mean.is_contiguous() && running_var.is_contiguous()),
            "batch_norm: running_mean and running_var must be contiguous (they are updated in place)");
-  SG_CHECK(training || running_mean.defined(),
-           "batch_norm: evaluation (training = false) normalises with running_mean and running_var, which are undefined");
+  SG_CHECK(
+      training || running_mean.defined(),
+      "batch_norm: evaluation (training = false) normalises with running_mean and running_var, which are undefined");
   const int64_t values_per_channel = input.numel() / std::max<int64_t>(1, input.size(1));
   SG_CHECK(!training || values_per_channel > 1,
            "batch_norm: expected more than 1 value per channel when training, got input of shape ",
@@ -102,16 +103,16 @@ Tensor layer_norm(const Tensor& input, const Shape& normalized_shape, const Tens
   kernels::layer_norm(out, mean, rstd, input, weight, bias, row_length, eps);
   // xhat = (x - mean) * rstd per row, y = xhat * w + b; with dxhat = dy * w:
   // dx = rstd * (dxhat - mean(dxhat) - xhat * mean(dxhat * xhat)), dw = sum over rows of dy * xhat, db = sum of dy
-  return record("LayerNormBackward", out, {input, weight, bias},
-                [sx = SavedTensor(input), sw = SavedTensor(weight), mean, rstd, row_length, normalized_shape](
-                    const Tensor& g, const NeedsGrad& needs) {
-                  const Tensor x = sx.get(), w = sw.get();
-                  TensorList grads{gradient_buffer(needs[0], x.sizes(), x), gradient_buffer(needs[1], normalized_shape, x),
-                                   gradient_buffer(needs[2], normalized_shape, x)};
-                  kernels::layer_norm_backward(grads[0], grads[1], grads[2], g.to(x.dtype()), x, w, mean, rstd,
-                                               row_length);
-                  return grads;
-                });
+  return record(
+      "LayerNormBackward", out, {input, weight, bias},
+      [sx = SavedTensor(input), sw = SavedTensor(weight), mean, rstd, row_length, normalized_shape](
+          const Tensor& g, const NeedsGrad& needs) {
+        const Tensor x = sx.get(), w = sw.get();
+        TensorList grads{gradient_buffer(needs[0], x.sizes(), x), gradient_buffer(needs[1], normalized_shape, x),
+                         gradient_buffer(needs[2], normalized_shape, x)};
+        kernels::layer_norm_backward(grads[0], grads[1], grads[2], g.to(x.dtype()), x, w, mean, rstd, row_length);
+        return grads;
+      });
 }
 
 }  // namespace sg

@@ -22,8 +22,8 @@ using autograd::sum_to;
 namespace {
 
 void check_same_device(const Tensor& a, const Tensor& b, const char* op_name) {
-  SG_CHECK(a.device() == b.device(), op_name, ": tensors are on different devices (", a.device(),
-           " and ", b.device(), ")");
+  SG_CHECK(a.device() == b.device(), op_name, ": tensors are on different devices (", a.device(), " and ", b.device(),
+           ")");
 }
 
 // `t` in `dtype`, without recording history (the caller's node covers the conversion).
@@ -47,8 +47,8 @@ Tensor grad_for(const Tensor& grad, const InputInfo& input) {
 }
 Tensor grad_for(const Tensor& grad, const Tensor& input) { return grad_for(grad, InputInfo(input)); }
 
-Tensor binary_forward(BinaryOp op, const Tensor& a, const Tensor& b, DType compute_dtype,
-                      const char* op_name, double alpha = 1.0) {
+Tensor binary_forward(BinaryOp op, const Tensor& a, const Tensor& b, DType compute_dtype, const char* op_name,
+                      double alpha = 1.0) {
   check_same_device(a, b, op_name);
   const Shape shape = broadcast_shapes(a.sizes(), b.sizes(), op_name);
   const DType out_dtype = is_comparison(op) ? DType::boolean : compute_dtype;
@@ -79,9 +79,11 @@ Tensor scalar_like(const Tensor& t, double value) {
 Tensor add(const Tensor& a, const Tensor& b, double alpha) {
   Tensor out = binary_forward(BinaryOp::add, a, b, arithmetic_dtype(a, b), "add", alpha);
   // d(a + alpha b)/da = 1, d/db = alpha
-  return record("AddBackward", out, {a, b}, [a = InputInfo(a), b = InputInfo(b), alpha](const Tensor& g, const NeedsGrad& needs) {
-    return TensorList{needs[0] ? grad_for(g, a) : Tensor(), needs[1] ? grad_for(alpha == 1 ? g : g * alpha, b) : Tensor()};
-  });
+  return record("AddBackward", out, {a, b},
+                [a = InputInfo(a), b = InputInfo(b), alpha](const Tensor& g, const NeedsGrad& needs) {
+                  return TensorList{needs[0] ? grad_for(g, a) : Tensor(),
+                                    needs[1] ? grad_for(alpha == 1 ? g : g * alpha, b) : Tensor()};
+                });
 }
 
 Tensor sub(const Tensor& a, const Tensor& b, double alpha) { return add(a, b, -alpha); }
@@ -91,10 +93,12 @@ Tensor mul(const Tensor& a, const Tensor& b) {
   // d(ab)/da = b, d(ab)/db = a
   // Backward lambdas read a saved tensor only for a gradient that is needed, so modifying an
   // operand in place is an error only when its value is really used (x * 2, then x.add_(1), is fine).
-  return record("MulBackward", out, {a, b}, [sa = SavedTensor(a), sb = SavedTensor(b), a = InputInfo(a), b = InputInfo(b)](
-                                                const Tensor& g, const NeedsGrad& needs) {
-    return TensorList{needs[0] ? grad_for(g * sb.get(), a) : Tensor(), needs[1] ? grad_for(g * sa.get(), b) : Tensor()};
-  });
+  return record("MulBackward", out, {a, b},
+                [sa = SavedTensor(a), sb = SavedTensor(b), a = InputInfo(a), b = InputInfo(b)](const Tensor& g,
+                                                                                               const NeedsGrad& needs) {
+                  return TensorList{needs[0] ? grad_for(g * sb.get(), a) : Tensor(),
+                                    needs[1] ? grad_for(g * sa.get(), b) : Tensor()};
+                });
 }
 
 Tensor div(const Tensor& a, const Tensor& b) {
@@ -102,13 +106,14 @@ Tensor div(const Tensor& a, const Tensor& b) {
   if (!is_floating(dtype)) dtype = DType::f32;  // true division, as torch.div
   Tensor out = binary_forward(BinaryOp::div, a, b, dtype, "div");
   // d(a/b)/da = 1/b, d(a/b)/db = -a/b^2 = -out/b
-  return record("DivBackward", out, {a, b},
-                [a = InputInfo(a), sb = SavedTensor(b), so = SavedTensor(out)](const Tensor& g, const NeedsGrad& needs) {
-                  const Tensor b = sb.get();
-                  const Tensor grad_a = needs[0] ? grad_for(g / b, a) : Tensor();
-                  const Tensor grad_b = needs[1] ? grad_for(-(g * so.get()) / b, b) : Tensor();
-                  return TensorList{grad_a, grad_b};
-                });
+  return record(
+      "DivBackward", out, {a, b},
+      [a = InputInfo(a), sb = SavedTensor(b), so = SavedTensor(out)](const Tensor& g, const NeedsGrad& needs) {
+        const Tensor b = sb.get();
+        const Tensor grad_a = needs[0] ? grad_for(g / b, a) : Tensor();
+        const Tensor grad_b = needs[1] ? grad_for(-(g * so.get()) / b, b) : Tensor();
+        return TensorList{grad_a, grad_b};
+      });
 }
 
 Tensor pow(const Tensor& base, const Tensor& exponent) {
@@ -136,21 +141,23 @@ namespace {
 Tensor extremum(BinaryOp op, const Tensor& a, const Tensor& b, const char* name, const char* node_name,
                 Tensor (*a_wins)(const Tensor&, const Tensor&)) {
   Tensor out = binary_forward(op, a, b, arithmetic_dtype(a, b), name);
-  return record(node_name, out, {a, b},
-                [sa = SavedTensor(a), sb = SavedTensor(b), a_wins](const Tensor& g, const NeedsGrad&) {
-                  const Tensor a = sa.get(), b = sb.get();
-                  const Tensor share_a = where(a_wins(a, b), scalar_like(g, 1.0), where(eq(a, b), scalar_like(g, 0.5), 0.0));
-                  return TensorList{grad_for(g * share_a, a), grad_for(g * (1.0 - share_a), b)};
-                });
+  return record(
+      node_name, out, {a, b}, [sa = SavedTensor(a), sb = SavedTensor(b), a_wins](const Tensor& g, const NeedsGrad&) {
+        const Tensor a = sa.get(), b = sb.get();
+        const Tensor share_a = where(a_wins(a, b), scalar_like(g, 1.0), where(eq(a, b), scalar_like(g, 0.5), 0.0));
+        return TensorList{grad_for(g * share_a, a), grad_for(g * (1.0 - share_a), b)};
+      });
 }
 }  // namespace
 
 Tensor maximum(const Tensor& a, const Tensor& b) {
-  return extremum(BinaryOp::maximum, a, b, "maximum", "MaximumBackward", [](const Tensor& x, const Tensor& y) { return gt(x, y); });
+  return extremum(BinaryOp::maximum, a, b, "maximum", "MaximumBackward",
+                  [](const Tensor& x, const Tensor& y) { return gt(x, y); });
 }
 
 Tensor minimum(const Tensor& a, const Tensor& b) {
-  return extremum(BinaryOp::minimum, a, b, "minimum", "MinimumBackward", [](const Tensor& x, const Tensor& y) { return lt(x, y); });
+  return extremum(BinaryOp::minimum, a, b, "minimum", "MinimumBackward",
+                  [](const Tensor& x, const Tensor& y) { return lt(x, y); });
 }
 
 Tensor add(const Tensor& a, double b) { return add(a, scalar_like(a, b)); }
@@ -162,10 +169,11 @@ Tensor pow(const Tensor& base, double exponent) {
   const Tensor exponent_tensor = scalar_like(base, exponent);  // an integer tensor to a fractional power is f32
   Tensor out = binary_forward(BinaryOp::pow, base, exponent_tensor, arithmetic_dtype(base, exponent_tensor), "pow");
   // d(x^e)/dx = e x^(e-1)
-  return record("PowScalarBackward", out, {base}, [sb = SavedTensor(base), exponent](const Tensor& g, const NeedsGrad&) {
-    if (exponent == 0.0) return TensorList{zeros_like(g)};
-    return TensorList{g * pow(sb.get(), exponent - 1.0) * exponent};
-  });
+  return record("PowScalarBackward", out, {base},
+                [sb = SavedTensor(base), exponent](const Tensor& g, const NeedsGrad&) {
+                  if (exponent == 0.0) return TensorList{zeros_like(g)};
+                  return TensorList{g * pow(sb.get(), exponent - 1.0) * exponent};
+                });
 }
 Tensor pow(double base, const Tensor& exponent) { return pow(scalar_like(exponent, base), exponent); }
 
@@ -180,18 +188,16 @@ Tensor exp(const Tensor& x) {
   if (const auto cast = autocast(AutocastOp::exp, x)) return exp((*cast)[0]);
   Tensor out = unary_forward(UnaryOp::exp, x, "exp");
   // d/dx e^x = e^x
-  return record("ExpBackward", out, {x}, [so = SavedTensor(out)](const Tensor& g, const NeedsGrad&) {
-    return TensorList{g * so.get()};
-  });
+  return record("ExpBackward", out, {x},
+                [so = SavedTensor(out)](const Tensor& g, const NeedsGrad&) { return TensorList{g * so.get()}; });
 }
 
 Tensor log(const Tensor& x) {
   if (const auto cast = autocast(AutocastOp::log, x)) return log((*cast)[0]);
   Tensor out = unary_forward(UnaryOp::log, x, "log");
   // d/dx log x = 1/x
-  return record("LogBackward", out, {x}, [sx = SavedTensor(x)](const Tensor& g, const NeedsGrad&) {
-    return TensorList{g / sx.get()};
-  });
+  return record("LogBackward", out, {x},
+                [sx = SavedTensor(x)](const Tensor& g, const NeedsGrad&) { return TensorList{g / sx.get()}; });
 }
 
 Tensor sqrt(const Tensor& x) {
@@ -220,9 +226,8 @@ Tensor sign(const Tensor& x) {
 Tensor abs(const Tensor& x) {
   Tensor out = unary_forward(UnaryOp::abs, x, "abs", false);
   // d/dx |x| = sign(x) (0 at 0)
-  return record("AbsBackward", out, {x}, [sx = SavedTensor(x)](const Tensor& g, const NeedsGrad&) {
-    return TensorList{g * sign(sx.get())};
-  });
+  return record("AbsBackward", out, {x},
+                [sx = SavedTensor(x)](const Tensor& g, const NeedsGrad&) { return TensorList{g * sign(sx.get())}; });
 }
 
 Tensor tanh(const Tensor& x) {
@@ -287,13 +292,14 @@ Tensor where(const Tensor& condition, const Tensor& a, const Tensor& b) {
   Tensor out = empty(shape, {dtype, a.device()});
   kernels::where(out, condition, converted(a, dtype), converted(b, dtype));
   // d/da = 1 where the condition holds, d/db = 1 elsewhere
-  return record("WhereBackward", out, {a, b}, [sc = SavedTensor(condition), a = InputInfo(a), b = InputInfo(b)](
-                                                  const Tensor& g, const NeedsGrad& needs) {
-    const Tensor condition = sc.get();
-    const Tensor zero = scalar_like(g, 0.0);
-    return TensorList{needs[0] ? grad_for(where(condition, g, zero), a) : Tensor(),
-                      needs[1] ? grad_for(where(condition, zero, g), b) : Tensor()};
-  });
+  return record(
+      "WhereBackward", out, {a, b},
+      [sc = SavedTensor(condition), a = InputInfo(a), b = InputInfo(b)](const Tensor& g, const NeedsGrad& needs) {
+        const Tensor condition = sc.get();
+        const Tensor zero = scalar_like(g, 0.0);
+        return TensorList{needs[0] ? grad_for(where(condition, g, zero), a) : Tensor(),
+                          needs[1] ? grad_for(where(condition, zero, g), b) : Tensor()};
+      });
 }
 
 Tensor where(const Tensor& condition, const Tensor& a, double b) { return where(condition, a, scalar_like(a, b)); }
@@ -306,10 +312,10 @@ Tensor masked_fill(const Tensor& x, const Tensor& mask, double value) {
 
 // ---- comparisons ----
 
-#define SG_COMPARISON(name)                                                                      \
-  Tensor name(const Tensor& a, const Tensor& b) {                                                \
-    return binary_forward(BinaryOp::name, a, b, arithmetic_dtype(a, b), #name);                  \
-  }                                                                                              \
+#define SG_COMPARISON(name)                                                     \
+  Tensor name(const Tensor& a, const Tensor& b) {                               \
+    return binary_forward(BinaryOp::name, a, b, arithmetic_dtype(a, b), #name); \
+  }                                                                             \
   Tensor name(const Tensor& a, double b) { return name(a, scalar_like(a, b)); }
 SG_COMPARISON(eq)
 SG_COMPARISON(ne)
@@ -334,8 +340,8 @@ Tensor& binary_in_place(Tensor& self, const Tensor& other, BinaryOp op, double a
   SG_CHECK(dtype_category(result_dtype) <= dtype_category(self.dtype()), op_name, ": the result type ", result_dtype,
            " cannot be written in place into a ", self.dtype(), " tensor");
   if (!autograd::any_requires_grad({self, other})) {
-    SG_CHECK(broadcast_shapes(self.sizes(), other.sizes(), op_name) == self.sizes(), op_name,
-             ": the result of shape ", shape_str(broadcast_shapes(self.sizes(), other.sizes(), op_name)),
+    SG_CHECK(broadcast_shapes(self.sizes(), other.sizes(), op_name) == self.sizes(), op_name, ": the result of shape ",
+             shape_str(broadcast_shapes(self.sizes(), other.sizes(), op_name)),
              " cannot be written in place into a tensor of shape ", shape_str(self.sizes()));
     check_same_device(self, other, op_name);
     kernels::binary(op, self, self, converted(other, self.dtype()), alpha);
@@ -367,13 +373,16 @@ Tensor& Tensor::div_(const Tensor& other) {
 Tensor& Tensor::div_(double other) { return div_(scalar_like(*this, other)); }
 
 Tensor& Tensor::clamp_(std::optional<double> min, std::optional<double> max) {
-  return autograd::apply_in_place(*this, [&](const Tensor& s) { return sg::clamp(s, min, max); }, {}, "clamp_");
+  return autograd::apply_in_place(
+      *this, [&](const Tensor& s) { return sg::clamp(s, min, max); }, {}, "clamp_");
 }
 Tensor& Tensor::masked_fill_(const Tensor& mask, double value) {
-  return autograd::apply_in_place(*this, [&](const Tensor& s) { return sg::masked_fill(s, mask, value); }, {mask}, "masked_fill_");
+  return autograd::apply_in_place(
+      *this, [&](const Tensor& s) { return sg::masked_fill(s, mask, value); }, {mask}, "masked_fill_");
 }
 Tensor& Tensor::relu_() {
-  return autograd::apply_in_place(*this, [](const Tensor& s) { return sg::relu(s); }, {}, "relu_");
+  return autograd::apply_in_place(
+      *this, [](const Tensor& s) { return sg::relu(s); }, {}, "relu_");
 }
 Tensor& Tensor::fill_(double value) {
   if (!autograd::any_requires_grad({*this})) {
@@ -381,12 +390,14 @@ Tensor& Tensor::fill_(double value) {
     storage()->bump_version();
     return *this;
   }
-  return autograd::apply_in_place(*this, [&](const Tensor& s) {
-    // A constant: no gradient flows to the old value.
-    return autograd::record("FillBackward", full_like(s, value), {s}, [](const Tensor& g, const NeedsGrad&) {
-      return TensorList{zeros_like(g)};
-    });
-  }, {}, "fill_");
+  return autograd::apply_in_place(
+      *this,
+      [&](const Tensor& s) {
+        // A constant: no gradient flows to the old value.
+        return autograd::record("FillBackward", full_like(s, value), {s},
+                                [](const Tensor& g, const NeedsGrad&) { return TensorList{zeros_like(g)}; });
+      },
+      {}, "fill_");
 }
 Tensor& Tensor::zero_() { return fill_(0.0); }
 
@@ -408,12 +419,8 @@ Tensor Tensor::tanh() const { return sg::tanh(*this); }
 Tensor Tensor::sigmoid() const { return sg::sigmoid(*this); }
 Tensor Tensor::relu() const { return sg::relu(*this); }
 Tensor Tensor::gelu(bool tanh_approximation) const { return sg::gelu(*this, tanh_approximation); }
-Tensor Tensor::clamp(std::optional<double> min, std::optional<double> max) const {
-  return sg::clamp(*this, min, max);
-}
-Tensor Tensor::masked_fill(const Tensor& mask, double value) const {
-  return sg::masked_fill(*this, mask, value);
-}
+Tensor Tensor::clamp(std::optional<double> min, std::optional<double> max) const { return sg::clamp(*this, min, max); }
+Tensor Tensor::masked_fill(const Tensor& mask, double value) const { return sg::masked_fill(*this, mask, value); }
 Tensor Tensor::eq(const Tensor& other) const { return sg::eq(*this, other); }
 Tensor Tensor::ne(const Tensor& other) const { return sg::ne(*this, other); }
 Tensor Tensor::lt(const Tensor& other) const { return sg::lt(*this, other); }

@@ -104,7 +104,8 @@ Tensor place_at_indices(const Tensor& g, const Tensor& indices, const Shape& inp
   const int64_t dim = dims[0];
   Shape positions_shape(input_shape.size() - dim, 1);  // [size of dim, 1, ..., 1] broadcasts along dim
   positions_shape[0] = input_shape[dim];
-  const Tensor positions = reshape(arange(static_cast<double>(input_shape[dim]), {DType::i64, g.device()}), positions_shape);
+  const Tensor positions =
+      reshape(arange(static_cast<double>(input_shape[dim]), {DType::i64, g.device()}), positions_shape);
   const Tensor selected = eq(positions, reshape(indices, reduced_shape(input_shape, dims, true)));
   return where(selected, broadcast_back(g, input_shape, dims), 0.0);
 }
@@ -184,12 +185,13 @@ Tensor var(const Tensor& x, const Shape& dims, bool unbiased, bool keepdim) {
   Tensor out = empty(reduced_shape(x.sizes(), reduce_dims, keepdim), {x.dtype(), x.device()});
   kernels::var(out, x, reduce_dims, correction);
   // d/dx var(x) = 2 (x - mean(x)) / (n - correction)
-  return record("VarBackward", out, {x}, [sx = SavedTensor(x), reduce_dims, correction](const Tensor& g, const NeedsGrad&) {
-    const Tensor x = sx.get();
-    const double n = static_cast<double>(reduced_count(x.sizes(), reduce_dims));
-    const Tensor deviation = x - mean(x, reduce_dims, /*keepdim=*/true);
-    return TensorList{broadcast_back(g, x.sizes(), reduce_dims) * deviation * (2.0 / (n - correction))};
-  });
+  return record("VarBackward", out, {x},
+                [sx = SavedTensor(x), reduce_dims, correction](const Tensor& g, const NeedsGrad&) {
+                  const Tensor x = sx.get();
+                  const double n = static_cast<double>(reduced_count(x.sizes(), reduce_dims));
+                  const Tensor deviation = x - mean(x, reduce_dims, /*keepdim=*/true);
+                  return TensorList{broadcast_back(g, x.sizes(), reduce_dims) * deviation * (2.0 / (n - correction))};
+                });
 }
 
 Tensor norm(const Tensor& x, double p, const Shape& dims, bool keepdim) {
@@ -201,15 +203,16 @@ Tensor norm(const Tensor& x, double p, const Shape& dims, bool keepdim) {
   kernels::norm(out, x, reduce_dims, p);
   // d/dx |x|_p   = sign(x) |x|^(p-1) / |x|_p^(p-1), taken as 0 where x or the norm is 0 (as PyTorch)
   // d/dx |x|_inf = sign(x) at the largest |x|, split evenly among ties
-  return record("NormBackward", out, {x}, [sx = SavedTensor(x), so = SavedTensor(out), reduce_dims, p](
-                                              const Tensor& g, const NeedsGrad&) {
-    const Tensor x = sx.get();
-    const Tensor norm_x = broadcast_back(so.get(), x.sizes(), reduce_dims);
-    if (std::isinf(p)) return TensorList{sign(x) * split_evenly(g, eq(abs(x), norm_x), reduce_dims)};
-    const Tensor scaled_x = where(ne(x, 0.0), sign(x) * pow(abs(x), p - 1.0), 0.0);
-    const Tensor scale = where(ne(norm_x, 0.0), broadcast_back(g, x.sizes(), reduce_dims) / pow(norm_x, p - 1.0), 0.0);
-    return TensorList{scaled_x * scale};
-  });
+  return record("NormBackward", out, {x},
+                [sx = SavedTensor(x), so = SavedTensor(out), reduce_dims, p](const Tensor& g, const NeedsGrad&) {
+                  const Tensor x = sx.get();
+                  const Tensor norm_x = broadcast_back(so.get(), x.sizes(), reduce_dims);
+                  if (std::isinf(p)) return TensorList{sign(x) * split_evenly(g, eq(abs(x), norm_x), reduce_dims)};
+                  const Tensor scaled_x = where(ne(x, 0.0), sign(x) * pow(abs(x), p - 1.0), 0.0);
+                  const Tensor scale =
+                      where(ne(norm_x, 0.0), broadcast_back(g, x.sizes(), reduce_dims) / pow(norm_x, p - 1.0), 0.0);
+                  return TensorList{scaled_x * scale};
+                });
 }
 
 Tensor logsumexp(const Tensor& x, const Shape& dims, bool keepdim) {
@@ -219,11 +222,12 @@ Tensor logsumexp(const Tensor& x, const Shape& dims, bool keepdim) {
   Tensor out = empty(reduced_shape(x.sizes(), reduce_dims, keepdim), {x.dtype(), x.device()});
   kernels::logsumexp(out, x, reduce_dims);
   // d/dx logsumexp(x) = exp(x - logsumexp(x)) = softmax(x)
-  return record("LogsumexpBackward", out, {x}, [sx = SavedTensor(x), so = SavedTensor(out), reduce_dims](
-                                                   const Tensor& g, const NeedsGrad&) {
-    const Tensor x = sx.get();
-    return TensorList{broadcast_back(g, x.sizes(), reduce_dims) * exp(x - broadcast_back(so.get(), x.sizes(), reduce_dims))};
-  });
+  return record("LogsumexpBackward", out, {x},
+                [sx = SavedTensor(x), so = SavedTensor(out), reduce_dims](const Tensor& g, const NeedsGrad&) {
+                  const Tensor x = sx.get();
+                  return TensorList{broadcast_back(g, x.sizes(), reduce_dims) *
+                                    exp(x - broadcast_back(so.get(), x.sizes(), reduce_dims))};
+                });
 }
 
 // ---- softmax family (fused kernels: core/kernels/softmax.h) ----

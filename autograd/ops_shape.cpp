@@ -19,8 +19,8 @@ using autograd::record_view;
 namespace {
 
 Tensor make_view(const Tensor& x, Shape sizes, Shape strides, int64_t storage_offset) {
-  return Tensor(std::make_shared<TensorImpl>(x.storage(), storage_offset, std::move(sizes), std::move(strides),
-                                             x.dtype()));
+  return Tensor(
+      std::make_shared<TensorImpl>(x.storage(), storage_offset, std::move(sizes), std::move(strides), x.dtype()));
 }
 
 // Replaces one -1 in `shape` by the size that keeps numel; checks the total.
@@ -37,8 +37,8 @@ Shape infer_shape(Shape shape, int64_t numel, const char* op_name, const Shape& 
     }
   }
   if (infer) {
-    SG_CHECK(known != 0 && numel % known == 0, op_name, ": shape ", shape_str(shape),
-             " is invalid for input of shape ", shape_str(input_shape));
+    SG_CHECK(known != 0 && numel % known == 0, op_name, ": shape ", shape_str(shape), " is invalid for input of shape ",
+             shape_str(input_shape));
     shape[*infer] = numel / known;
   }
   SG_CHECK(numel_of(shape) == numel, op_name, ": shape ", shape_str(shape), " is invalid for input of shape ",
@@ -112,9 +112,8 @@ Tensor permute(const Tensor& x, const Shape& dims) {
   }
   Tensor out = make_view(x, sizes, strides, x.storage_offset());
   // The gradient is permuted back by the inverse permutation.
-  return record_view("PermuteBackward", out, x, [inverse](const Tensor& g, const NeedsGrad&) {
-    return TensorList{permute(g, inverse)};
-  });
+  return record_view("PermuteBackward", out, x,
+                     [inverse](const Tensor& g, const NeedsGrad&) { return TensorList{permute(g, inverse)}; });
 }
 
 Tensor transpose(const Tensor& x, int64_t dim0, int64_t dim1) {
@@ -218,8 +217,8 @@ Tensor slice(const Tensor& x, int64_t dim, int64_t start, int64_t end, int64_t s
 Tensor narrow(const Tensor& x, int64_t dim, int64_t start, int64_t length) {
   dim = wrap_dim(dim, x.dim(), "narrow");
   if (start < 0) start += x.size(dim);
-  SG_CHECK(start >= 0 && length >= 0 && start + length <= x.size(dim), "narrow: range [", start, ", ",
-           start + length, ") is out of bounds for dim ", dim, " of shape ", shape_str(x.sizes()));
+  SG_CHECK(start >= 0 && length >= 0 && start + length <= x.size(dim), "narrow: range [", start, ", ", start + length,
+           ") is out of bounds for dim ", dim, " of shape ", shape_str(x.sizes()));
   return slice(x, dim, start, start + length);
 }
 
@@ -227,18 +226,19 @@ Tensor select(const Tensor& x, int64_t dim, int64_t index) {
   SG_CHECK(x.dim() > 0, "select: cannot select from a 0-dim tensor");
   dim = wrap_dim(dim, x.dim(), "select");
   const int64_t size = x.size(dim);
-  SG_CHECK(index >= -size && index < size, "select: index ", index, " is out of range for dim ", dim,
-           " of shape ", shape_str(x.sizes()));
+  SG_CHECK(index >= -size && index < size, "select: index ", index, " is out of range for dim ", dim, " of shape ",
+           shape_str(x.sizes()));
   if (index < 0) index += size;
   Shape sizes = x.sizes(), strides = x.strides();
   sizes.erase(sizes.begin() + dim);
   strides.erase(strides.begin() + dim);
   Tensor out = make_view(x, sizes, strides, x.storage_offset() + index * x.stride(dim));
-  return record_view("SelectBackward", out, x, [input_shape = x.sizes(), dim, index](const Tensor& g, const NeedsGrad&) {
-    Tensor grad = zeros(input_shape, {g.dtype(), g.device()});
-    kernels::copy(select(grad, dim, index), g);
-    return TensorList{grad};
-  });
+  return record_view("SelectBackward", out, x,
+                     [input_shape = x.sizes(), dim, index](const Tensor& g, const NeedsGrad&) {
+                       Tensor grad = zeros(input_shape, {g.dtype(), g.device()});
+                       kernels::copy(select(grad, dim, index), g);
+                       return TensorList{grad};
+                     });
 }
 
 Tensor flatten(const Tensor& x, int64_t start_dim, int64_t end_dim) {
@@ -255,9 +255,10 @@ Tensor flatten(const Tensor& x, int64_t start_dim, int64_t end_dim) {
 }
 
 Tensor as_strided(const Tensor& x, const Shape& sizes, const Shape& strides, int64_t storage_offset) {
-  SG_CHECK(sizes.size() == strides.size(), "as_strided: sizes ", shape_str(sizes), " and strides ",
-           shape_str(strides), " differ in length");
-  SG_CHECK(!x.requires_grad(), "as_strided: not differentiable; use view ops (reshape, permute, slice) on "
+  SG_CHECK(sizes.size() == strides.size(), "as_strided: sizes ", shape_str(sizes), " and strides ", shape_str(strides),
+           " differ in length");
+  SG_CHECK(!x.requires_grad(),
+           "as_strided: not differentiable; use view ops (reshape, permute, slice) on "
            "tensors that require grad");
   int64_t last = storage_offset;
   for (size_t d = 0; d < sizes.size(); ++d) {
@@ -286,9 +287,8 @@ Tensor to_dtype(const Tensor& x, DType dtype) {
   kernels::copy(out, x);
   if (!is_floating(dtype)) return out;  // integer results carry no gradient
   // The gradient arrives in the new dtype and goes back in the old one.
-  return record("ToDtypeBackward", out, {x}, [from = x.dtype()](const Tensor& g, const NeedsGrad&) {
-    return TensorList{to_dtype(g, from)};
-  });
+  return record("ToDtypeBackward", out, {x},
+                [from = x.dtype()](const Tensor& g, const NeedsGrad&) { return TensorList{to_dtype(g, from)}; });
 }
 
 Tensor to_device(const Tensor& x, Device device) {
@@ -297,9 +297,8 @@ Tensor to_device(const Tensor& x, Device device) {
   kernels::copy(out, x);
   if (!is_floating(x.dtype())) return out;
   // The gradient arrives on the new device and goes back to the old one.
-  return record("ToDeviceBackward", out, {x}, [from = x.device()](const Tensor& g, const NeedsGrad&) {
-    return TensorList{to_device(g, from)};
-  });
+  return record("ToDeviceBackward", out, {x},
+                [from = x.device()](const Tensor& g, const NeedsGrad&) { return TensorList{to_device(g, from)}; });
 }
 
 Tensor& copy_(Tensor& dst, const Tensor& src) {
@@ -310,16 +309,19 @@ Tensor& copy_(Tensor& dst, const Tensor& src) {
     dst.storage()->bump_version();
     return dst;
   }
-  return autograd::apply_in_place(dst, [&](const Tensor& old) {
-    Tensor value = empty(old.sizes(), {old.dtype(), old.device()});
-    kernels::copy(value, src);
-    // The old value is overwritten (no gradient); src receives the gradient, reduced to its shape.
-    return record("CopyBackward", value, {old, src}, [src_shape = src.sizes(), src_dtype = src.dtype()](
-                                                         const Tensor& g, const NeedsGrad& needs) {
-      return TensorList{needs[0] ? zeros_like(g) : Tensor(),
-                        needs[1] ? to_dtype(autograd::sum_to(g, src_shape), src_dtype) : Tensor()};
-    });
-  }, {src}, "copy_");
+  return autograd::apply_in_place(
+      dst,
+      [&](const Tensor& old) {
+        Tensor value = empty(old.sizes(), {old.dtype(), old.device()});
+        kernels::copy(value, src);
+        // The old value is overwritten (no gradient); src receives the gradient, reduced to its shape.
+        return record("CopyBackward", value, {old, src},
+                      [src_shape = src.sizes(), src_dtype = src.dtype()](const Tensor& g, const NeedsGrad& needs) {
+                        return TensorList{needs[0] ? zeros_like(g) : Tensor(),
+                                          needs[1] ? to_dtype(autograd::sum_to(g, src_shape), src_dtype) : Tensor()};
+                      });
+      },
+      {src}, "copy_");
 }
 
 // ---- Tensor methods (Note [Where Tensor methods are defined]) ----
@@ -344,9 +346,7 @@ Tensor Tensor::slice(int64_t dim, int64_t start, int64_t end, int64_t step) cons
   return sg::slice(*this, dim, start, end, step);
 }
 Tensor Tensor::select(int64_t dim, int64_t index) const { return sg::select(*this, dim, index); }
-Tensor Tensor::flatten(int64_t start_dim, int64_t end_dim) const {
-  return sg::flatten(*this, start_dim, end_dim);
-}
+Tensor Tensor::flatten(int64_t start_dim, int64_t end_dim) const { return sg::flatten(*this, start_dim, end_dim); }
 Tensor Tensor::contiguous() const { return sg::contiguous(*this); }
 Tensor Tensor::clone() const { return sg::clone(*this); }
 Tensor Tensor::to(DType dtype) const { return sg::to_dtype(*this, dtype); }

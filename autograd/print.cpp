@@ -92,7 +92,7 @@ public:
     sci_mode_ = max_abs / min_abs > 1000.0 || max_abs > 1.0e8 || (!int_mode_ && min_abs < 1.0e-4);
     for (double value : nonzero_finite) {
       // In int mode the "." that marks a float is added below, so it counts towards the width.
-      const size_t length = sci_mode_ ? scientific_text(value).size()
+      const size_t length = sci_mode_   ? scientific_text(value).size()
                             : int_mode_ ? fixed_text(value, 0).size() + 1
                                         : fixed_text(value, kPrecision).size();
       width_ = std::max(width_, length);
@@ -132,8 +132,7 @@ private:
 // Walks the printed elements of a tensor in row-major order, building the nested brackets.
 class DataPrinter {
 public:
-  explicit DataPrinter(const Tensor& t)
-      : t_(t), summarize_(t.numel() > kThreshold), formatter_(t, shown_offsets()) {}
+  explicit DataPrinter(const Tensor& t) : t_(t), summarize_(t.numel() > kThreshold), formatter_(t, shown_offsets()) {}
 
   // The bracketed data; `indent` is the column the opening bracket sits in.
   std::string str(int64_t indent) const {
@@ -184,7 +183,8 @@ private:
     const std::string continuation(static_cast<size_t>(indent + 1), ' ');
     if (dim == t_.dim() - 1) {
       // The last dim: as many elements per line as fit in the line width.
-      const auto elements = items(dim, " ...", [&](int64_t i) { return formatter_.format(offset + i * t_.stride(dim)); });
+      const auto elements =
+          items(dim, " ...", [&](int64_t i) { return formatter_.format(offset + i * t_.stride(dim)); });
       const int64_t element_length = static_cast<int64_t>(formatter_.width()) + 2;  // with ", "
       const size_t per_line = static_cast<size_t>(std::max<int64_t>(1, (kLineWidth - indent) / element_length));
       std::vector<std::string> lines;
@@ -195,7 +195,8 @@ private:
       return bracketed(join(lines, std::string(",\n") + continuation));
     }
     // Outer dims: one sub-tensor per line, separated by one blank line per dim below the next.
-    const auto slices = items(dim, "...", [&](int64_t i) { return nested(dim + 1, offset + i * t_.stride(dim), indent + 1); });
+    const auto slices =
+        items(dim, "...", [&](int64_t i) { return nested(dim + 1, offset + i * t_.stride(dim), indent + 1); });
     const std::string blank_lines(static_cast<size_t>(t_.dim() - dim - 1), '\n');
     return bracketed(join(slices, std::string(",") + blank_lines + continuation));
   }
@@ -212,8 +213,7 @@ void append_suffix(std::string& text, const std::string& suffix) {
   const auto line_length = static_cast<int64_t>(text.size() - line_start);
   if (line_length + 2 + static_cast<int64_t>(suffix.size()) > kLineWidth)
     text += ",\n" + std::string(kPrefixLength, ' ') + suffix;
-  else
-    text += ", " + suffix;
+  else text += ", " + suffix;
 }
 
 }  // namespace

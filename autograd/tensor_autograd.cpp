@@ -17,10 +17,13 @@ bool Tensor::requires_grad() const {
 Tensor& Tensor::requires_grad_(bool requires_grad) {
   if (!requires_grad && !this->requires_grad()) return *this;
   auto& meta = ensure_meta(*this);
-  SG_CHECK(!meta.grad_fn || requires_grad, "requires_grad_: cannot turn off requires_grad of a non-leaf "
+  SG_CHECK(!meta.grad_fn || requires_grad,
+           "requires_grad_: cannot turn off requires_grad of a non-leaf "
            "tensor (use detach() instead)");
-  SG_CHECK(!requires_grad || is_floating(dtype()), "requires_grad_: only floating tensors can require "
-           "gradients, this one is ", dtype());
+  SG_CHECK(!requires_grad || is_floating(dtype()),
+           "requires_grad_: only floating tensors can require "
+           "gradients, this one is ",
+           dtype());
   meta.requires_grad = requires_grad;
   return *this;
 }
@@ -34,8 +37,8 @@ const Tensor& Tensor::grad() const {
 Tensor& Tensor::mutable_grad() { return ensure_meta(*this).grad; }
 
 void Tensor::set_grad(const Tensor& grad) {
-  SG_CHECK(!grad.defined() || grad.sizes() == sizes(), "set_grad: gradient of shape ",
-           shape_str(grad.sizes()), " for a tensor of shape ", shape_str(sizes()));
+  SG_CHECK(!grad.defined() || grad.sizes() == sizes(), "set_grad: gradient of shape ", shape_str(grad.sizes()),
+           " for a tensor of shape ", shape_str(sizes()));
   ensure_meta(*this).grad = grad;
 }
 
@@ -78,7 +81,8 @@ void Tensor::retain_grad() {
 
 void Tensor::register_hook(std::function<Tensor(const Tensor&)> hook) {
   auto& meta = ensure_meta(*this);
-  SG_CHECK(meta.requires_grad, "register_hook: cannot register a hook on a tensor that does not "
+  SG_CHECK(meta.requires_grad,
+           "register_hook: cannot register a hook on a tensor that does not "
            "require grad");
   if (meta.grad_fn) meta.grad_fn->add_pre_hook(std::move(hook));
   else meta.hooks.push_back(std::move(hook));
@@ -86,7 +90,8 @@ void Tensor::register_hook(std::function<Tensor(const Tensor&)> hook) {
 
 void Tensor::register_post_accumulate_grad_hook(std::function<void(Tensor&)> hook) {
   auto& meta = ensure_meta(*this);
-  SG_CHECK(meta.requires_grad && !meta.grad_fn, "register_post_accumulate_grad_hook: only leaf tensors "
+  SG_CHECK(meta.requires_grad && !meta.grad_fn,
+           "register_post_accumulate_grad_hook: only leaf tensors "
            "that require grad accumulate gradients");
   meta.post_accumulate_hooks.push_back(std::move(hook));
 }

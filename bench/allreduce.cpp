@@ -76,8 +76,12 @@ int main(int argc, char** argv) {
   Options options;
   CLI::App app{"Gloo all_reduce time and bandwidth; run under sgrun (one process per rank)"};
   app.add_option("--sizes", options.sizes, "Comma-separated sizes in MB (2^20 bytes)")->capture_default_str();
-  app.add_option("--iters", options.iters, "Timed all-reduces per size")->check(CLI::PositiveNumber)->capture_default_str();
-  app.add_option("--warmup", options.warmup, "Untimed all-reduces first")->check(CLI::NonNegativeNumber)->capture_default_str();
+  app.add_option("--iters", options.iters, "Timed all-reduces per size")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  app.add_option("--warmup", options.warmup, "Untimed all-reduces first")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
   try {
     return run(options);

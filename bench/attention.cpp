@@ -93,9 +93,10 @@ int main(int argc, char** argv) {
     const Inputs in = make_inputs({1, 8, T, 64}, rss_impl == "composed");
     const double before = peak_rss_mb();  // the inputs (and the mask) are already there
     const double ms = forward_backward_ms(in, rss_impl == "fused");
-    std::printf("{\"bench\":\"attention_rss\",\"impl\":\"%s\",\"B\":1,\"H\":8,\"T\":%lld,\"D\":64,\"causal\":true,"
-                "\"ms\":%.1f,\"rss_before_mb\":%.1f,\"peak_rss_mb\":%.1f}\n",
-                rss_impl.c_str(), static_cast<long long>(T), ms, before, peak_rss_mb());
+    std::printf(
+        "{\"bench\":\"attention_rss\",\"impl\":\"%s\",\"B\":1,\"H\":8,\"T\":%lld,\"D\":64,\"causal\":true,"
+        "\"ms\":%.1f,\"rss_before_mb\":%.1f,\"peak_rss_mb\":%.1f}\n",
+        rss_impl.c_str(), static_cast<long long>(T), ms, before, peak_rss_mb());
     return 0;
   }
   const std::vector<int> threads = parse_list(flag(argc, argv, "--threads", "1,2"));
@@ -111,10 +112,11 @@ int main(int argc, char** argv) {
         forward_backward_ms(in, use_fused);  // warm-up: allocator, OpenBLAS's buffers
         std::vector<double> times;
         for (int r = 0; r < repeats; ++r) times.push_back(forward_backward_ms(in, use_fused));
-        std::printf("{\"bench\":\"attention\",\"impl\":\"%s\",\"B\":%lld,\"H\":%lld,\"T\":%lld,\"D\":%lld,"
-                    "\"causal\":true,\"threads\":%d,\"ms\":%.2f}\n",
-                    impl, static_cast<long long>(s.B), static_cast<long long>(s.H), static_cast<long long>(s.T),
-                    static_cast<long long>(s.D), n, median(times));
+        std::printf(
+            "{\"bench\":\"attention\",\"impl\":\"%s\",\"B\":%lld,\"H\":%lld,\"T\":%lld,\"D\":%lld,"
+            "\"causal\":true,\"threads\":%d,\"ms\":%.2f}\n",
+            impl, static_cast<long long>(s.B), static_cast<long long>(s.H), static_cast<long long>(s.T),
+            static_cast<long long>(s.D), n, median(times));
         std::fflush(stdout);
       }
     }

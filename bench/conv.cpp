@@ -60,8 +60,8 @@ std::vector<ConvShape> conv_shapes() {
       const int64_t channels = 64 << stage, size = 56 >> stage;
       shapes.push_back({"resnet_3x3_" + std::to_string(size) + batch, N, channels, channels, size, size, 3, 1, 1});
       if (stage > 0)  // the downsample into this stage: 1x1, stride 2, from the previous stage
-        shapes.push_back({"resnet_down_" + std::to_string(size) + batch, N, channels / 2, channels, 2 * size,
-                          2 * size, 1, 2, 0});
+        shapes.push_back(
+            {"resnet_down_" + std::to_string(size) + batch, N, channels / 2, channels, 2 * size, 2 * size, 1, 2, 0});
     }
   }
   return shapes;

@@ -1,7 +1,7 @@
 // GEMM throughput: syncgrad's matmul (public API) against the BLAS kernel it chose for this CPU
-// called directly (core/cpu/blas.h) and against Eigen's own product, f32 square n x n, on 1 and 2 threads, all measured in one run and
-// interleaved so that load from other processes hits every implementation alike.
-// Prints a table, then one JSON object per measurement. docs/performance.md explains the numbers.
+// called directly (core/cpu/blas.h) and against Eigen's own product, f32 square n x n, on 1 and 2 threads, all measured
+// in one run and interleaved so that load from other processes hits every implementation alike. Prints a table, then
+// one JSON object per measurement. docs/performance.md explains the numbers.
 //
 //   ./build/bench/bench_gemm [--sizes 256,512,1024,2048] [--threads 1,2]
 #include <Eigen/Core>  // defines: Eigen::MatrixXf
@@ -160,13 +160,16 @@ int main(int argc, char** argv) {
                 100 * r.gflops / peak.gflops(r.threads));
   std::printf("load average (1 min) at end: %s\n\n", load_average().c_str());
   for (int threads : thread_counts)
-    std::printf("{\"bench\":\"gemm_peak\",\"threads\":%d,\"model\":\"%s\",\"ghz\":%.3f,\"flops_per_cycle\":%d,\"gflops\":%.1f}\n",
-                threads, peak.model.c_str(), peak.ghz, peak.flops_per_cycle, peak.gflops(threads));
+    std::printf(
+        "{\"bench\":\"gemm_peak\",\"threads\":%d,\"model\":\"%s\",\"ghz\":%.3f,\"flops_per_cycle\":%d,\"gflops\":%.1f}"
+        "\n",
+        threads, peak.model.c_str(), peak.ghz, peak.flops_per_cycle, peak.gflops(threads));
   for (const Result& r : results) {
     const double reference = openblas_gflops(r.n, r.threads);
-    std::printf("{\"bench\":\"gemm\",\"impl\":\"%s\",\"n\":%d,\"threads\":%d,\"gflops\":%.2f,\"openblas_gflops\":%.2f,"
-                "\"ratio\":%.4f,\"peak_gflops\":%.1f}\n",
-                r.impl.c_str(), r.n, r.threads, r.gflops, reference, r.gflops / reference, peak.gflops(r.threads));
+    std::printf(
+        "{\"bench\":\"gemm\",\"impl\":\"%s\",\"n\":%d,\"threads\":%d,\"gflops\":%.2f,\"openblas_gflops\":%.2f,"
+        "\"ratio\":%.4f,\"peak_gflops\":%.1f}\n",
+        r.impl.c_str(), r.n, r.threads, r.gflops, reference, r.gflops / reference, peak.gflops(r.threads));
   }
   return 0;
 }

@@ -15,8 +15,8 @@
 //
 // Each model is one function that builds a Workload (model, optimizer, one step); adding a model is
 // adding such a function and its line in workloads().
-#include <CLI/CLI.hpp>
 #include <sys/resource.h>
+#include <CLI/CLI.hpp>
 
 #include <algorithm>
 #include <chrono>
@@ -46,8 +46,8 @@ struct Options {
   int steps = 50;
   int warmup = 5;
   int64_t batch = 64;
-  int64_t block = 128;        // GPT models: tokens per sequence
-  int64_t vocab = 96;         // GPT models: the vocabulary (about the fortunes corpus's)
+  int64_t block = 128;          // GPT models: tokens per sequence
+  int64_t vocab = 96;           // GPT models: the vocabulary (about the fortunes corpus's)
   int64_t generate_tokens = 0;  // GPT models: time generation of this many tokens instead of training
   int64_t image_size = 224;     // ResNets: the side of the square images
   double bucket_mb = 25;
@@ -61,7 +61,7 @@ struct Workload {
   std::function<void()> step;
   int64_t items_per_step = 0;  // per process
   std::string items = "images";
-  std::string extra_json;      // model-specific fields of the JSON line
+  std::string extra_json;  // model-specific fields of the JSON line
 };
 
 double median(std::vector<double> values) {
@@ -83,7 +83,8 @@ Workload fashion_mnist_workload(const Options& options, sg::dist::Accelerator& a
   sg::Generator data_generator(1 + accelerator.process_index());  // each process its own batch
   // Drawn on the CPU, so every device trains on the same images.
   const sg::Tensor input = sg::randn({options.batch, 1, 28, 28}, {}, &data_generator).to(accelerator.device());
-  const sg::Tensor target = sg::randint(0, 10, {options.batch}, {sg::DType::i64}, &data_generator).to(accelerator.device());
+  const sg::Tensor target =
+      sg::randint(0, 10, {options.batch}, {sg::DType::i64}, &data_generator).to(accelerator.device());
   const bool log_probabilities = options.model == "basicnet";
   work.step = [&model = *work.model, &optimizer = *work.optimizer, input, target, log_probabilities] {
     optimizer.zero_grad();
@@ -110,9 +111,11 @@ Workload gpt_workload(const Options& options, sg::dist::Accelerator& accelerator
   work.model = accelerator.prepare(gpt);
   sg::Generator data_generator(1 + accelerator.process_index());
   const sg::Tensor idx =
-      sg::randint(0, options.vocab, {options.batch, options.block}, {sg::DType::i64}, &data_generator).to(accelerator.device());
+      sg::randint(0, options.vocab, {options.batch, options.block}, {sg::DType::i64}, &data_generator)
+          .to(accelerator.device());
   const sg::Tensor targets =
-      sg::randint(0, options.vocab, {options.batch, options.block}, {sg::DType::i64}, &data_generator).to(accelerator.device());
+      sg::randint(0, options.vocab, {options.batch, options.block}, {sg::DType::i64}, &data_generator)
+          .to(accelerator.device());
   work.step = [&model = *work.model, &optimizer = *work.optimizer, params = work.model->parameters(), idx, targets] {
     optimizer.zero_grad();
     sg::Tensor loss = sg::models::gpt_loss(model(idx), targets);
@@ -155,9 +158,9 @@ using WorkloadMaker = std::function<Workload(const Options&, sg::dist::Accelerat
 
 const std::map<std::string, WorkloadMaker>& workloads() {
   static const std::map<std::string, WorkloadMaker> table = {
-      {"cnn", fashion_mnist_workload}, {"basicnet", fashion_mnist_workload},
-      {"gpt-nano", gpt_workload},      {"gpt-micro", gpt_workload},          {"gpt-mini", gpt_workload},
-      {"resnet18", resnet_workload},   {"resnet34", resnet_workload},
+      {"cnn", fashion_mnist_workload}, {"basicnet", fashion_mnist_workload}, {"gpt-nano", gpt_workload},
+      {"gpt-micro", gpt_workload},     {"gpt-mini", gpt_workload},           {"resnet18", resnet_workload},
+      {"resnet34", resnet_workload},
   };
   return table;
 }
@@ -251,20 +254,29 @@ int main(int argc, char** argv) {
   app.add_option("--model", options.model, "The model")->check(CLI::IsMember(names))->capture_default_str();
   app.add_option("--threads", options.threads, "Intra-op threads")->check(CLI::PositiveNumber)->capture_default_str();
   app.add_option("--steps", options.steps, "Timed steps")->check(CLI::PositiveNumber)->capture_default_str();
-  app.add_option("--warmup", options.warmup, "Untimed steps first")->check(CLI::NonNegativeNumber)->capture_default_str();
+  app.add_option("--warmup", options.warmup, "Untimed steps first")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
   app.add_option("--batch", options.batch, "Batch size")->check(CLI::PositiveNumber)->capture_default_str();
   app.add_option("--block", options.block, "GPT models: tokens per sequence (block_size)")
-      ->check(CLI::PositiveNumber)->capture_default_str();
-  app.add_option("--vocab", options.vocab, "GPT models: vocabulary size")->check(CLI::PositiveNumber)->capture_default_str();
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  app.add_option("--vocab", options.vocab, "GPT models: vocabulary size")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
   app.add_option("--image-size", options.image_size, "ResNets: the side of the square input images")
-      ->check(CLI::Range(int64_t{32}, int64_t{4096}))->capture_default_str();
+      ->check(CLI::Range(int64_t{32}, int64_t{4096}))
+      ->capture_default_str();
   app.add_option("--generate-tokens", options.generate_tokens,
                  "GPT models: time generating this many tokens (KV cache on, then off) instead of training")
-      ->check(CLI::NonNegativeNumber)->capture_default_str();
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
   app.add_option("--device", options.device, "auto (a GPU when CUDA is available), cpu, or cuda")
-      ->check(CLI::IsMember({"auto", "cpu", "cuda"}))->capture_default_str();
+      ->check(CLI::IsMember({"auto", "cpu", "cuda"}))
+      ->capture_default_str();
   app.add_option("--bucket-mb", options.bucket_mb, "Under sgrun: DDP's gradient bucket size in MB")
-      ->check(CLI::PositiveNumber)->capture_default_str();
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
   try {
     return run(options);

@@ -74,17 +74,17 @@ void write_file_atomically(const std::string& path, const std::function<void(con
   SG_CHECK(temp.file != nullptr, "write ", path, ": cannot create ", temp_path, ": ", last_error());
   try {
     const ByteWriter write = [&](const void* data, size_t nbytes) {
-      SG_CHECK(nbytes == 0 || std::fwrite(data, 1, nbytes, temp.file) == nbytes, "writing ", temp_path, " failed: ",
-               last_error());
+      SG_CHECK(nbytes == 0 || std::fwrite(data, 1, nbytes, temp.file) == nbytes, "writing ", temp_path,
+               " failed: ", last_error());
     };
     fill(write);
-    SG_CHECK(std::fflush(temp.file) == 0 && ::fsync(::fileno(temp.file)) == 0, "flushing ", temp_path, " failed: ",
-             last_error());
+    SG_CHECK(std::fflush(temp.file) == 0 && ::fsync(::fileno(temp.file)) == 0, "flushing ", temp_path,
+             " failed: ", last_error());
     std::FILE* closing = temp.file;
     temp.file = nullptr;
     SG_CHECK(std::fclose(closing) == 0, "closing ", temp_path, " failed: ", last_error());
-    SG_CHECK(std::rename(temp_path.c_str(), path.c_str()) == 0, "renaming ", temp_path, " over it failed: ",
-             last_error());
+    SG_CHECK(std::rename(temp_path.c_str(), path.c_str()) == 0, "renaming ", temp_path,
+             " over it failed: ", last_error());
     temp.renamed = true;
   } catch (const std::exception& error) {
     throw Error(detail::concat("write ", path, ": ", error.what(), " (the old file, if any, is unchanged)"));

@@ -4,10 +4,14 @@ namespace sg {
 
 size_t itemsize(DType dtype) {
   switch (dtype) {
-    case DType::f32: case DType::i32: return 4;
-    case DType::f64: case DType::i64: return 8;
-    case DType::f16: case DType::bf16: return 2;
-    case DType::u8: case DType::boolean: return 1;
+    case DType::f32:
+    case DType::i32: return 4;
+    case DType::f64:
+    case DType::i64: return 8;
+    case DType::f16:
+    case DType::bf16: return 2;
+    case DType::u8:
+    case DType::boolean: return 1;
   }
   return 0;
 }

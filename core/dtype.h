@@ -23,6 +23,8 @@ std::ostream& operator<<(std::ostream& out, DType dtype);
 // category the wider type wins; f16 with bf16 gives f32.
 DType promote_types(DType a, DType b);
 
+// One-line tables read best as tables.
+// clang-format off
 // The C++ element type stored for each dtype (bool is stored as one byte holding 0 or 1).
 template <DType> struct CppType;
 template <> struct CppType<DType::f32> { using type = float; };
@@ -49,9 +51,11 @@ template <typename T> struct OpMath { using type = T; };
 template <> struct OpMath<Half> { using type = float; };
 template <> struct OpMath<BFloat16> { using type = float; };
 template <typename T> using opmath_t = typename OpMath<T>::type;
+// clang-format on
 
 }  // namespace sg
 
+// clang-format off
 // SG_DISPATCH_FLOATING(dtype, "op", [&]<typename scalar_t>() { ... }) calls the lambda with
 // scalar_t bound to the element type; other dtypes throw naming the op.
 #define SG_DISPATCH_CASE(enum_value, fn) \
@@ -86,3 +90,4 @@ template <typename T> using opmath_t = typename OpMath<T>::type;
       default: throw ::sg::Error(::sg::detail::concat(op_name, ": not supported for dtype ", dtype)); \
     }                                                                                      \
   }()
+// clang-format on

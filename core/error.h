@@ -25,7 +25,7 @@ std::string concat(const Parts&... parts) {
 }  // namespace sg
 
 // SG_CHECK(cond, "op: ", x, " vs ", y) throws sg::Error with the concatenated message.
-#define SG_CHECK(cond, ...)                                  \
-  do {                                                       \
+#define SG_CHECK(cond, ...)                                            \
+  do {                                                                 \
     if (!(cond)) throw ::sg::Error(::sg::detail::concat(__VA_ARGS__)); \
   } while (0)

@@ -111,8 +111,8 @@ Tensor from_blob(void* data, const Shape& shape, DType dtype, std::function<void
            shape_str(actual_strides), " differ in length");
   int64_t extent = 1;  // elements spanned by the view
   for (size_t d = 0; d < shape.size(); ++d) extent += (shape[d] - 1) * actual_strides[d];
-  auto storage = std::make_shared<Storage>(data, static_cast<size_t>(extent) * itemsize(dtype),
-                                           Device::cpu(), std::move(deleter));
+  auto storage =
+      std::make_shared<Storage>(data, static_cast<size_t>(extent) * itemsize(dtype), Device::cpu(), std::move(deleter));
   return Tensor(std::make_shared<TensorImpl>(std::move(storage), 0, shape, actual_strides, dtype));
 }
 
@@ -120,9 +120,7 @@ Tensor empty_like(const Tensor& t) { return empty(t.sizes(), {t.dtype(), t.devic
 Tensor zeros_like(const Tensor& t) { return zeros(t.sizes(), {t.dtype(), t.device()}); }
 Tensor ones_like(const Tensor& t) { return ones(t.sizes(), {t.dtype(), t.device()}); }
 Tensor full_like(const Tensor& t, double value) { return full(t.sizes(), value, {t.dtype(), t.device()}); }
-Tensor rand_like(const Tensor& t, Generator* generator) {
-  return rand(t.sizes(), {t.dtype(), t.device()}, generator);
-}
+Tensor rand_like(const Tensor& t, Generator* generator) { return rand(t.sizes(), {t.dtype(), t.device()}, generator); }
 Tensor randn_like(const Tensor& t, Generator* generator) {
   return randn(t.sizes(), {t.dtype(), t.device()}, generator);
 }

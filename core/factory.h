@@ -29,8 +29,8 @@ Tensor linspace(double start, double end, int64_t steps, TensorOptions options =
 Tensor rand(const Shape& shape, TensorOptions options = {}, Generator* generator = nullptr);   // U[0, 1)
 Tensor randn(const Shape& shape, TensorOptions options = {}, Generator* generator = nullptr);  // N(0, 1)
 // Integers uniform in [low, high).
-Tensor randint(int64_t low, int64_t high, const Shape& shape,
-               TensorOptions options = {DType::i64, Device::cpu()}, Generator* generator = nullptr);
+Tensor randint(int64_t low, int64_t high, const Shape& shape, TensorOptions options = {DType::i64, Device::cpu()},
+               Generator* generator = nullptr);
 
 // Copies `values` into a new tensor of `shape` (default: 1-D, whatever the number of values;
 // scalar_tensor makes a 0-dim tensor); the dtype follows T.

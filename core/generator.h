@@ -13,12 +13,19 @@ namespace sg {
 class Generator {
 public:
   explicit Generator(uint64_t seed = 67280421310721ull) { manual_seed(seed); }
-  void manual_seed(uint64_t seed) { seed_ = seed; offset_ = 0; }
+  void manual_seed(uint64_t seed) {
+    seed_ = seed;
+    offset_ = 0;
+  }
   uint64_t seed() const { return seed_; }
 
   // Reserves `count` 128-bit blocks for one op and returns the first block's index; the op then
   // draws block i with philox(seed, first + i), in any order or thread.
-  uint64_t reserve(uint64_t count) { uint64_t first = offset_; offset_ += count; return first; }
+  uint64_t reserve(uint64_t count) {
+    uint64_t first = offset_;
+    offset_ += count;
+    return first;
+  }
   uint64_t offset() const { return offset_; }
   void set_offset(uint64_t offset) { offset_ = offset; }
 

@@ -39,14 +39,14 @@ SG_HOST_DEVICE inline uint16_t float_to_half_bits(float f) {
   const uint32_t u = detail::float_bits(f);
   const uint16_t sign = static_cast<uint16_t>((u >> 16) & 0x8000u);
   const uint32_t abs = u & 0x7FFFFFFFu;
-  if (abs > 0x7F800000u) return sign | 0x7E00u;              // NaN stays NaN (quiet)
-  if (abs >= 0x47800000u) return sign | 0x7C00u;             // >= 65536 (or inf): overflow to inf
-  if (abs < 0x38800000u) {                                   // below 2^-14: subnormal or zero
+  if (abs > 0x7F800000u) return sign | 0x7E00u;   // NaN stays NaN (quiet)
+  if (abs >= 0x47800000u) return sign | 0x7C00u;  // >= 65536 (or inf): overflow to inf
+  if (abs < 0x38800000u) {                        // below 2^-14: subnormal or zero
     // Shift the implicit-1 mantissa into subnormal position, rounding to nearest even.
-    if (abs < 0x33000000u) return sign;                      // < 2^-25 rounds to zero
+    if (abs < 0x33000000u) return sign;  // < 2^-25 rounds to zero
     const uint32_t exponent = abs >> 23;
     const uint32_t mantissa = (abs & 0x7FFFFFu) | 0x800000u;
-    const uint32_t shift = 126 - exponent;                   // 14..24
+    const uint32_t shift = 126 - exponent;  // 14..24
     uint32_t result = mantissa >> shift;
     const uint32_t remainder = mantissa & ((1u << shift) - 1);
     const uint32_t halfway = 1u << (shift - 1);
@@ -69,7 +69,10 @@ SG_HOST_DEVICE inline float half_bits_to_float(uint16_t h) {
     if (mantissa == 0) return detail::bits_float(sign);
     // Subnormal: normalise by shifting until the implicit bit appears.
     int e = -1;
-    do { ++e; mantissa <<= 1; } while ((mantissa & 0x400u) == 0);
+    do {
+      ++e;
+      mantissa <<= 1;
+    } while ((mantissa & 0x400u) == 0);
     return detail::bits_float(sign | uint32_t(127 - 15 - e) << 23 | (mantissa & 0x3FFu) << 13);
   }
   return detail::bits_float(sign | (exponent + 112) << 23 | mantissa << 13);
@@ -101,7 +104,11 @@ struct Half {
   Half() = default;
   SG_HOST_DEVICE Half(float f) : bits(float_to_half_bits(f)) {}  // NOLINT: implicit like a builtin float type
   SG_HOST_DEVICE operator float() const { return half_bits_to_float(bits); }
-  SG_HOST_DEVICE static Half from_bits(uint16_t b) { Half h; h.bits = b; return h; }
+  SG_HOST_DEVICE static Half from_bits(uint16_t b) {
+    Half h;
+    h.bits = b;
+    return h;
+  }
 };
 
 struct BFloat16 {
@@ -109,7 +116,11 @@ struct BFloat16 {
   BFloat16() = default;
   SG_HOST_DEVICE BFloat16(float f) : bits(float_to_bfloat16_bits(f)) {}  // NOLINT: implicit on purpose
   SG_HOST_DEVICE operator float() const { return bfloat16_bits_to_float(bits); }
-  SG_HOST_DEVICE static BFloat16 from_bits(uint16_t b) { BFloat16 h; h.bits = b; return h; }
+  SG_HOST_DEVICE static BFloat16 from_bits(uint16_t b) {
+    BFloat16 h;
+    h.bits = b;
+    return h;
+  }
 };
 
 }  // namespace sg

@@ -52,9 +52,17 @@ template <typename T>
 AdamScalars<T> adam_scalars(const AdamStep& s) {
   const double bias_correction1 = 1.0 - std::pow(s.beta1, static_cast<double>(s.step));
   const double bias_correction2 = 1.0 - std::pow(s.beta2, static_cast<double>(s.step));
-  return {T(1.0 - s.beta1), T(s.beta2), T(1.0 - s.beta2), T(s.eps), T(s.weight_decay),
-          T(1.0 - s.lr * s.weight_decay), T(-(s.lr / bias_correction1)), T(std::sqrt(bias_correction2)),
-          s.decoupled_weight_decay, s.amsgrad, s.maximize};
+  return {T(1.0 - s.beta1),
+          T(s.beta2),
+          T(1.0 - s.beta2),
+          T(s.eps),
+          T(s.weight_decay),
+          T(1.0 - s.lr * s.weight_decay),
+          T(-(s.lr / bias_correction1)),
+          T(std::sqrt(bias_correction2)),
+          s.decoupled_weight_decay,
+          s.amsgrad,
+          s.maximize};
 }
 
 // a + w * (b - a), in PyTorch's two forms: the one that is exact at w = 0 for small w, the one

@@ -17,7 +17,8 @@ int get_num_threads() { return omp_get_max_threads(); }
 
 void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn) {
   if (n <= 0) return;
-  const int threads = static_cast<int>(std::min<int64_t>(get_num_threads(), (n + grain - 1) / std::max<int64_t>(grain, 1)));
+  const int threads =
+      static_cast<int>(std::min<int64_t>(get_num_threads(), (n + grain - 1) / std::max<int64_t>(grain, 1)));
   if (threads <= 1 || omp_in_parallel()) {
     fn(0, n);
     return;

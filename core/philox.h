@@ -36,9 +36,12 @@ SG_HOST_DEVICE inline PhiloxBlock philox4x32_10(uint64_t seed, uint64_t counter)
   for (int round = 0; round < 10; ++round) {
     const uint64_t p0 = uint64_t(kMul0) * c[0];
     const uint64_t p1 = uint64_t(kMul1) * c[2];
-    const uint32_t next[4] = {uint32_t(p1 >> 32) ^ c[1] ^ key[0], uint32_t(p1),
-                              uint32_t(p0 >> 32) ^ c[3] ^ key[1], uint32_t(p0)};
-    c[0] = next[0]; c[1] = next[1]; c[2] = next[2]; c[3] = next[3];
+    const uint32_t next[4] = {uint32_t(p1 >> 32) ^ c[1] ^ key[0], uint32_t(p1), uint32_t(p0 >> 32) ^ c[3] ^ key[1],
+                              uint32_t(p0)};
+    c[0] = next[0];
+    c[1] = next[1];
+    c[2] = next[2];
+    c[3] = next[3];
     key[0] += kWeyl0;
     key[1] += kWeyl1;
   }
@@ -46,7 +49,9 @@ SG_HOST_DEVICE inline PhiloxBlock philox4x32_10(uint64_t seed, uint64_t counter)
 }
 
 // Converts random bits to a float in [0, 1) with 24 (or 53) random mantissa bits.
-SG_HOST_DEVICE inline float uniform_float(uint32_t bits) { return static_cast<float>(bits >> 8) * (1.0f / 16777216.0f); }
+SG_HOST_DEVICE inline float uniform_float(uint32_t bits) {
+  return static_cast<float>(bits >> 8) * (1.0f / 16777216.0f);
+}
 SG_HOST_DEVICE inline double uniform_double(uint32_t hi, uint32_t lo) {
   return static_cast<double>((uint64_t(hi) << 21) ^ (lo >> 11)) * (1.0 / 9007199254740992.0);
 }
@@ -61,13 +66,18 @@ SG_HOST_DEVICE inline double uniform01(int half, const PhiloxBlock& block) {
 // low + span * u, with u keeping only the bits of a grid of `grid` steps per unit, rounded down
 // (so that storing the draw in a narrow dtype never rounds it up to high).
 SG_HOST_DEVICE inline double draw_uniform(int half, const PhiloxBlock& block, double low, double span, double grid) {
-  using std::floor; using std::fma;
+  using std::floor;
+  using std::fma;
   return fma(span, floor(uniform01(half, block) * grid) / grid, low);
 }
 
 // Box-Muller: the two uniforms of a block give two independent normals (cos and sin).
 SG_HOST_DEVICE inline double draw_normal(int half, const PhiloxBlock& block, double mean, double std) {
-  using std::cos; using std::fma; using std::log; using std::sin; using std::sqrt;
+  using std::cos;
+  using std::fma;
+  using std::log;
+  using std::sin;
+  using std::sqrt;
   const double u1 = 1.0 - uniform01(0, block);  // (0, 1], so log is finite
   const double u2 = uniform01(1, block);
   const double radius = sqrt(-2.0 * log(u1));
@@ -89,7 +99,8 @@ SG_HOST_DEVICE inline double draw_bernoulli(int half, const PhiloxBlock& block, 
 // of the weights, cdf[i] = w[0] + ... + w[i] (cdf[n - 1] > 0): the first i with cdf[i] > u * total.
 // A category of weight 0 does not raise the running sum, so no u lands on it.
 SG_HOST_DEVICE inline int64_t draw_category(int half, const PhiloxBlock& block, const double* cdf, int64_t n) {
-  using std::fmin; using std::nextafter;
+  using std::fmin;
+  using std::nextafter;
   const double total = cdf[n - 1];
   // u < 1, but u * total can round up to total; the largest double below it stays in range.
   const double target = fmin(uniform01(half, block) * total, nextafter(total, 0.0));
@@ -109,11 +120,11 @@ SG_HOST_DEVICE inline int64_t draw_category(int half, const PhiloxBlock& block, 
 struct RandomDraw {
   enum class Kind : uint8_t { uniform, normal, randint, bernoulli };
   Kind kind = Kind::uniform;
-  double low = 0, span = 1, grid = 0;        // uniform: low + span * u, u on a grid of `grid` steps
-  double mean = 0, std = 1;                  // normal
-  int64_t int_low = 0;                       // randint: int_low + [0, int_range)
+  double low = 0, span = 1, grid = 0;  // uniform: low + span * u, u on a grid of `grid` steps
+  double mean = 0, std = 1;            // normal
+  int64_t int_low = 0;                 // randint: int_low + [0, int_range)
   uint64_t int_range = 1;
-  double p = 0.5;                            // bernoulli
+  double p = 0.5;  // bernoulli
 };
 
 namespace math {

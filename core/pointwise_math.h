@@ -8,14 +8,25 @@
 
 namespace sg {
 
-enum class UnaryOp {
-  neg, exp, log, sqrt, rsqrt, abs, sign, tanh, sigmoid, relu, gelu_erf, gelu_tanh
-};
+enum class UnaryOp { neg, exp, log, sqrt, rsqrt, abs, sign, tanh, sigmoid, relu, gelu_erf, gelu_tanh };
 
 enum class BinaryOp {
-  add, sub, mul, div, pow, maximum, minimum,
-  eq, ne, lt, le, gt, ge,                    // produce bool
-  relu_backward, gelu_erf_backward, gelu_tanh_backward  // (grad, x) -> grad * f'(x)
+  add,
+  sub,
+  mul,
+  div,
+  pow,
+  maximum,
+  minimum,
+  eq,
+  ne,
+  lt,
+  le,
+  gt,
+  ge,  // produce bool
+  relu_backward,
+  gelu_erf_backward,
+  gelu_tanh_backward  // (grad, x) -> grad * f'(x)
 };
 
 inline bool is_comparison(BinaryOp op) { return op >= BinaryOp::eq && op <= BinaryOp::ge; }
@@ -29,7 +40,12 @@ inline constexpr double kInvSqrt2Pi = 0.3989422804014327;  // 1/sqrt(2*pi)
 
 template <typename T>
 SG_HOST_DEVICE inline T unary(UnaryOp op, T x) {
-  using std::abs; using std::exp; using std::log; using std::sqrt; using std::tanh; using std::erf;
+  using std::abs;
+  using std::erf;
+  using std::exp;
+  using std::log;
+  using std::sqrt;
+  using std::tanh;
   switch (op) {
     case UnaryOp::neg: return -x;
     case UnaryOp::exp: return exp(x);
@@ -43,15 +59,17 @@ SG_HOST_DEVICE inline T unary(UnaryOp op, T x) {
     case UnaryOp::sigmoid: return x >= T(0) ? T(1) / (T(1) + exp(-x)) : exp(x) / (T(1) + exp(x));
     case UnaryOp::relu: return x > T(0) ? x : T(0);
     case UnaryOp::gelu_erf: return T(0.5) * x * (T(1) + erf(x * T(kInvSqrt2)));
-    case UnaryOp::gelu_tanh:
-      return T(0.5) * x * (T(1) + tanh(T(kSqrt2OverPi) * (x + T(kGeluCubic) * x * x * x)));
+    case UnaryOp::gelu_tanh: return T(0.5) * x * (T(1) + tanh(T(kSqrt2OverPi) * (x + T(kGeluCubic) * x * x * x)));
   }
   return x;
 }
 
 template <typename T>
 SG_HOST_DEVICE inline T binary(BinaryOp op, T a, T b, T alpha) {
-  using std::pow; using std::exp; using std::erf; using std::tanh;
+  using std::erf;
+  using std::exp;
+  using std::pow;
+  using std::tanh;
   switch (op) {
     case BinaryOp::add: return a + alpha * b;
     case BinaryOp::sub: return a - alpha * b;

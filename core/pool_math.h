@@ -46,8 +46,15 @@ struct AvgPoolRect {
   int64_t divisor_override;
 
   static AvgPoolRect make(const Pool2dWindow& window, bool count_include_pad, std::optional<int64_t> divisor_override) {
-    return {window.kernel_size.h, window.kernel_size.w, window.stride.h, window.stride.w, window.padding.h,
-            window.padding.w, count_include_pad, divisor_override.has_value(), divisor_override.value_or(0)};
+    return {window.kernel_size.h,
+            window.kernel_size.w,
+            window.stride.h,
+            window.stride.w,
+            window.padding.h,
+            window.padding.w,
+            count_include_pad,
+            divisor_override.has_value(),
+            divisor_override.value_or(0)};
   }
 
   SG_HOST_DEVICE PoolRect operator()(int64_t p, int64_t q, const PoolPlane& plane) const {

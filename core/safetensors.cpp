@@ -44,17 +44,16 @@ Tensor contiguous_cpu(const Tensor& t) {
   return out;
 }
 
-std::string header_text(const std::map<std::string, Tensor>& tensors, const std::map<std::string, std::string>& metadata,
-                        const std::string& path) {
+std::string header_text(const std::map<std::string, Tensor>& tensors,
+                        const std::map<std::string, std::string>& metadata, const std::string& path) {
   json header = json::object();
   uint64_t offset = 0;
   for (const auto& [name, tensor] : tensors) {
     SG_CHECK(name != kMetadataKey, "save_safetensors: ", path, ": '", kMetadataKey, "' cannot name a tensor");
     SG_CHECK(tensor.defined(), "save_safetensors: ", path, ": tensor '", name, "' is undefined");
     const uint64_t nbytes = static_cast<uint64_t>(tensor.numel()) * tensor.element_size();
-    header[name] = {{"dtype", dtype_code(tensor.dtype())},
-                    {"shape", tensor.sizes()},
-                    {"data_offsets", {offset, offset + nbytes}}};
+    header[name] = {
+        {"dtype", dtype_code(tensor.dtype())}, {"shape", tensor.sizes()}, {"data_offsets", {offset, offset + nbytes}}};
     offset += nbytes;
   }
   if (!metadata.empty()) header[kMetadataKey] = metadata;

@@ -50,8 +50,8 @@ Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op_name) {
     // Align from the right: missing leading dims count as 1.
     const int64_t da = i < ndim - a.size() ? 1 : a[i - (ndim - a.size())];
     const int64_t db = i < ndim - b.size() ? 1 : b[i - (ndim - b.size())];
-    SG_CHECK(da == db || da == 1 || db == 1, op_name, ": shapes ", shape_str(a), " and ",
-             shape_str(b), " cannot be broadcast (dim ", i, ": ", da, " vs ", db, ")");
+    SG_CHECK(da == db || da == 1 || db == 1, op_name, ": shapes ", shape_str(a), " and ", shape_str(b),
+             " cannot be broadcast (dim ", i, ": ", da, " vs ", db, ")");
     result[i] = da == 1 ? db : da;
   }
   return result;
@@ -59,8 +59,7 @@ Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op_name) {
 
 int64_t wrap_dim(int64_t dim, int64_t ndim, const char* op_name) {
   const int64_t bound = std::max<int64_t>(ndim, 1);
-  SG_CHECK(dim >= -bound && dim < bound, op_name, ": dim ", dim, " out of range for a tensor with ",
-           ndim, " dims");
+  SG_CHECK(dim >= -bound && dim < bound, op_name, ": dim ", dim, " out of range for a tensor with ", ndim, " dims");
   return dim < 0 ? dim + bound : dim;
 }
 

@@ -2,13 +2,15 @@
 
 namespace sg {
 
-Storage::Storage(size_t nbytes, Device device)
-    : nbytes_(nbytes), device_(device), allocator_(&allocator_for(device)) {
+Storage::Storage(size_t nbytes, Device device) : nbytes_(nbytes), device_(device), allocator_(&allocator_for(device)) {
   data_ = allocator_->allocate(nbytes);
 }
 
 Storage::Storage(void* data, size_t nbytes, Device device, std::function<void(void*)> deleter)
-    : data_(data), nbytes_(nbytes), device_(device), external_deleter_(std::move(deleter)) {}
+    : data_(data),
+      nbytes_(nbytes),
+      device_(device),
+      external_deleter_(std::move(deleter)) {}
 
 Storage::~Storage() {
   if (allocator_) allocator_->deallocate(data_, nbytes_);

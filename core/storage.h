@@ -32,7 +32,7 @@ private:
   void* data_ = nullptr;
   size_t nbytes_ = 0;
   Device device_;
-  Allocator* allocator_ = nullptr;           // set when we own the memory
+  Allocator* allocator_ = nullptr;               // set when we own the memory
   std::function<void(void*)> external_deleter_;  // set when the caller owns it
   uint64_t version_ = 0;
 };

@@ -60,8 +60,7 @@ template bool Tensor::item<bool>() const;
 
 Tensor Tensor::alias() const {
   const auto& impl = checked(impl_, "alias");
-  return Tensor(std::make_shared<TensorImpl>(impl.storage, impl.storage_offset, impl.sizes,
-                                             impl.strides, impl.dtype));
+  return Tensor(std::make_shared<TensorImpl>(impl.storage, impl.storage_offset, impl.sizes, impl.strides, impl.dtype));
 }
 
 void Tensor::set_data(const Tensor& other) {

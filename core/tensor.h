@@ -24,7 +24,9 @@
 
 namespace sg {
 
-namespace autograd { class Node; }
+namespace autograd {
+class Node;
+}
 
 class Tensor {
 public:
@@ -52,9 +54,11 @@ public:
 
   // Pointer to the first element; the typed form checks that T matches the dtype.
   void* raw_data() const;
-  template <typename T> T* data_ptr() const;
+  template <typename T>
+  T* data_ptr() const;
   // The value of a one-element tensor, converted to T.
-  template <typename T> T item() const;
+  template <typename T>
+  T item() const;
   double item() const { return item<double>(); }
   std::string str() const;  // PyTorch-style printout (autograd/print.cpp: it names the grad_fn)
 
@@ -73,9 +77,9 @@ public:
   std::shared_ptr<autograd::Node> grad_fn() const;
   bool is_leaf() const;
   void backward(const Tensor& gradient = Tensor(), bool retain_graph = false) const;
-  Tensor detach() const;    // same data, no history
+  Tensor detach() const;  // same data, no history
   Tensor& detach_();
-  void retain_grad();       // keep .grad on a non-leaf
+  void retain_grad();  // keep .grad on a non-leaf
   // Runs on the gradient flowing into this tensor; may return a replacement (or undefined to keep it).
   void register_hook(std::function<Tensor(const Tensor&)> hook);
   // Leaves only: runs after backward has accumulated into .grad (DDP starts bucket all-reduces here).
@@ -200,8 +204,7 @@ Tensor& operator/=(Tensor& a, const Tensor& b);
 template <typename T>
 T* Tensor::data_ptr() const {
   SG_CHECK(defined(), "data_ptr: tensor is undefined");
-  SG_CHECK(dtype_of<T>() == dtype(), "data_ptr: requested ", dtype_of<T>(), " but the tensor is ",
-           dtype());
+  SG_CHECK(dtype_of<T>() == dtype(), "data_ptr: requested ", dtype_of<T>(), " but the tensor is ", dtype());
   return static_cast<T*>(raw_data());
 }
 

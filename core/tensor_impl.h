@@ -19,10 +19,12 @@ struct AutogradMetaInterface {
 // Storage + offset + sizes + strides + dtype. Offsets and strides count elements, not bytes.
 // A view is a second TensorImpl on the same Storage.
 struct TensorImpl {
-  TensorImpl(std::shared_ptr<Storage> storage, int64_t storage_offset, Shape sizes, Shape strides,
-             DType dtype)
-      : storage(std::move(storage)), storage_offset(storage_offset), sizes(std::move(sizes)),
-        strides(std::move(strides)), dtype(dtype) {}
+  TensorImpl(std::shared_ptr<Storage> storage, int64_t storage_offset, Shape sizes, Shape strides, DType dtype)
+      : storage(std::move(storage)),
+        storage_offset(storage_offset),
+        sizes(std::move(sizes)),
+        strides(std::move(strides)),
+        dtype(dtype) {}
 
   std::shared_ptr<Storage> storage;
   int64_t storage_offset = 0;

@@ -55,9 +55,8 @@ std::u32string decode_utf8(const std::string& bytes, const std::string& source) 
                " (expected a continuation byte)");
       c = (c << 6) | (next & 0x3F);
     }
-    SG_CHECK(c >= minimum && c <= 0x10FFFF && !(c >= 0xD800 && c <= 0xDFFF), source,
-             ": invalid UTF-8 at byte offset ", i, " (", hex_code_point(c),
-             " is overlong, a surrogate or beyond U+10FFFF)");
+    SG_CHECK(c >= minimum && c <= 0x10FFFF && !(c >= 0xD800 && c <= 0xDFFF), source, ": invalid UTF-8 at byte offset ",
+             i, " (", hex_code_point(c), " is overlong, a surrogate or beyond U+10FFFF)");
     out.push_back(c);
     i += static_cast<size_t>(length);
   }
@@ -118,8 +117,8 @@ std::vector<int64_t> CharVocabulary::encode(const std::u32string& text) const {
 std::u32string CharVocabulary::decode(const std::vector<int64_t>& ids) const {
   std::u32string text(ids.size(), U' ');
   for (size_t i = 0; i < ids.size(); ++i) {
-    SG_CHECK(ids[i] >= 0 && ids[i] < size(), "CharVocabulary: id ", ids[i], " at position ", i,
-             " is outside [0, ", size(), ")");
+    SG_CHECK(ids[i] >= 0 && ids[i] < size(), "CharVocabulary: id ", ids[i], " at position ", i, " is outside [0, ",
+             size(), ")");
     text[i] = characters_[static_cast<size_t>(ids[i])];
   }
   return text;
@@ -132,7 +131,8 @@ namespace {
 // The first floor(characters * truncate) characters, checked long enough for one example.
 std::u32string truncated_text(const std::string& text, int64_t block_size, double truncate, const std::string& source) {
   SG_CHECK(block_size >= 1, "CharDataset: block_size must be >= 1, got ", block_size, " (", source, ")");
-  SG_CHECK(truncate > 0 && truncate <= 1, "CharDataset: truncate must lie in (0, 1], got ", truncate, " (", source, ")");
+  SG_CHECK(truncate > 0 && truncate <= 1, "CharDataset: truncate must lie in (0, 1], got ", truncate, " (", source,
+           ")");
   SG_CHECK(!text.empty(), "CharDataset: ", source, " is empty");
   std::u32string characters = decode_utf8(text, source);
   characters.resize(static_cast<size_t>(static_cast<double>(characters.size()) * truncate));
@@ -149,7 +149,9 @@ CharDataset::CharDataset(const std::string& text, int64_t block_size, double tru
     : CharDataset(truncated_text(text, block_size, truncate, source), block_size) {}
 
 CharDataset::CharDataset(const std::u32string& characters, int64_t block_size)
-    : block_size_(block_size), vocabulary_(CharVocabulary::of_text(characters)), ids_(vocabulary_.encode(characters)) {}
+    : block_size_(block_size),
+      vocabulary_(CharVocabulary::of_text(characters)),
+      ids_(vocabulary_.encode(characters)) {}
 
 std::shared_ptr<CharDataset> CharDataset::from_file(const std::string& path, int64_t block_size, double truncate) {
   return std::make_shared<CharDataset>(read_file(path), block_size, truncate, path);

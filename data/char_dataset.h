@@ -24,7 +24,9 @@ public:
   // `characters` must be sorted and unique.
   explicit CharVocabulary(std::u32string characters);
   static CharVocabulary of_text(const std::u32string& text);
-  static CharVocabulary from_utf8(const std::string& characters) { return CharVocabulary(decode_utf8(characters, "vocabulary")); }
+  static CharVocabulary from_utf8(const std::string& characters) {
+    return CharVocabulary(decode_utf8(characters, "vocabulary"));
+  }
 
   int64_t size() const { return static_cast<int64_t>(characters_.size()); }
   const std::u32string& characters() const { return characters_; }
@@ -46,8 +48,7 @@ public:
   // recipe's data[:int(len(data) * truncate)]. `source` names the text in errors (a file name).
   // Empty text, truncate outside (0, 1], block_size < 1, or fewer than block_size + 1 characters
   // after truncation are sg::Errors naming `source`.
-  CharDataset(const std::string& text, int64_t block_size, double truncate = 1.0,
-              const std::string& source = "<text>");
+  CharDataset(const std::string& text, int64_t block_size, double truncate = 1.0, const std::string& source = "<text>");
   // The UTF-8 file at `path`; a missing or unreadable file is an sg::Error naming it.
   static std::shared_ptr<CharDataset> from_file(const std::string& path, int64_t block_size, double truncate = 1.0);
 

@@ -22,8 +22,8 @@ Tensor stack_field(const std::vector<Example>& examples, Tensor Example::*field,
   const Tensor& first = examples.front().*field;
   const auto count = static_cast<int64_t>(examples.size());
   for (int64_t i = 0; i < count; ++i)
-    SG_CHECK((examples[i].*field).defined() == first.defined(), "default_collate: example ", i, "'s ", name,
-             " is ", first.defined() ? "undefined" : "defined", " but example 0's is not");
+    SG_CHECK((examples[i].*field).defined() == first.defined(), "default_collate: example ", i, "'s ", name, " is ",
+             first.defined() ? "undefined" : "defined", " but example 0's is not");
   if (!first.defined()) return Tensor();
 
   Shape shape = first.sizes();
@@ -33,9 +33,9 @@ Tensor stack_field(const std::vector<Example>& examples, Tensor Example::*field,
   char* destination = static_cast<char*>(out.raw_data());
   for (int64_t i = 0; i < count; ++i) {
     const Tensor& t = examples[i].*field;
-    SG_CHECK(t.sizes() == first.sizes() && t.dtype() == first.dtype(), "default_collate: example ", i, "'s ",
-             name, " is ", shape_str(t.sizes()), " ", t.dtype(), " but example 0's is ", shape_str(first.sizes()),
-             " ", first.dtype(), "; a custom collate can pad or crop them");
+    SG_CHECK(t.sizes() == first.sizes() && t.dtype() == first.dtype(), "default_collate: example ", i, "'s ", name,
+             " is ", shape_str(t.sizes()), " ", t.dtype(), " but example 0's is ", shape_str(first.sizes()), " ",
+             first.dtype(), "; a custom collate can pad or crop them");
     copy_elements(destination + static_cast<size_t>(i) * bytes_per_example, t);
   }
   return out;
@@ -54,8 +54,13 @@ class DataLoader::Iterator::Pass {
 public:
   Pass(std::shared_ptr<const Dataset> dataset, Collate collate, std::vector<std::vector<int64_t>> batches,
        uint64_t seed, int64_t epoch, int num_workers, int prefetch_factor, bool pin_memory, Device device)
-      : dataset_(std::move(dataset)), collate_(std::move(collate)), batches_(std::move(batches)), seed_(seed),
-        epoch_(epoch), window_(static_cast<int64_t>(num_workers) * prefetch_factor), pin_memory_(pin_memory),
+      : dataset_(std::move(dataset)),
+        collate_(std::move(collate)),
+        batches_(std::move(batches)),
+        seed_(seed),
+        epoch_(epoch),
+        window_(static_cast<int64_t>(num_workers) * prefetch_factor),
+        pin_memory_(pin_memory),
         device_(device) {
     try {
       for (int w = 0; w < num_workers; ++w) workers_.emplace_back([this] { work(); });
@@ -127,9 +132,8 @@ private:
       int64_t index = 0;
       {
         std::unique_lock lock(mutex_);
-        work_available_.wait(lock, [&] {
-          return stopping_ || next_to_claim_ == count || next_to_claim_ < next_to_deliver_ + window_;
-        });
+        work_available_.wait(
+            lock, [&] { return stopping_ || next_to_claim_ == count || next_to_claim_ < next_to_deliver_ + window_; });
         if (stopping_ || next_to_claim_ == count) return;
         index = next_to_claim_++;
       }
@@ -166,7 +170,7 @@ private:
   const std::vector<std::vector<int64_t>> batches_;
   const uint64_t seed_;  // with epoch_, what the examples' random draws derive from
   const int64_t epoch_;
-  const int64_t window_;  // batches claimed by workers but not yet delivered, at most
+  const int64_t window_;   // batches claimed by workers but not yet delivered, at most
   const bool pin_memory_;  // only when a GPU is usable (DataLoader's constructor decides)
   const Device device_;
   int64_t current_ = -1;  // index of batch_
@@ -175,7 +179,7 @@ private:
   std::mutex mutex_;  // guards the three members below
   int64_t next_to_claim_ = 0;
   int64_t next_to_deliver_ = 0;
-  std::map<int64_t, Outcome> ready_;  // made but not yet delivered, by batch index
+  std::map<int64_t, Outcome> ready_;    // made but not yet delivered, by batch index
   std::atomic<bool> stopping_ = false;  // also read without the lock between examples
   std::condition_variable work_available_;
   std::condition_variable batch_done_;
@@ -205,7 +209,8 @@ bool DataLoader::Iterator::operator==(std::default_sentinel_t) const { return pa
 namespace {
 std::shared_ptr<const Sampler> choose_sampler(const Dataset& dataset, const DataLoaderOptions& options) {
   if (options.sampler) {
-    SG_CHECK(!options.shuffle, "DataLoader: the sampler option is mutually exclusive with shuffle "
+    SG_CHECK(!options.shuffle,
+             "DataLoader: the sampler option is mutually exclusive with shuffle "
              "(the sampler decides the order)");
     return options.sampler;
   }
@@ -220,7 +225,8 @@ const Dataset& checked(const std::shared_ptr<const Dataset>& dataset) {
 }  // namespace
 
 DataLoader::DataLoader(std::shared_ptr<const Dataset> dataset, DataLoaderOptions options)
-    : dataset_(std::move(dataset)), options_(std::move(options)),
+    : dataset_(std::move(dataset)),
+      options_(std::move(options)),
       batch_sampler_(choose_sampler(checked(dataset_), options_), options_.batch_size, options_.drop_last) {
   SG_CHECK(options_.num_workers >= 0, "DataLoader: num_workers must be non-negative, got ", options_.num_workers);
   SG_CHECK(options_.prefetch_factor >= 1, "DataLoader: prefetch_factor must be at least 1, got ",

@@ -12,8 +12,8 @@ Tensor row(const Tensor& t, int64_t index) {
   const TensorImpl& impl = *t.impl();
   const Shape sizes(impl.sizes.begin() + 1, impl.sizes.end());
   const Shape strides(impl.strides.begin() + 1, impl.strides.end());
-  return Tensor(std::make_shared<TensorImpl>(impl.storage, impl.storage_offset + index * impl.strides[0],
-                                             sizes, strides, impl.dtype));
+  return Tensor(std::make_shared<TensorImpl>(impl.storage, impl.storage_offset + index * impl.strides[0], sizes,
+                                             strides, impl.dtype));
 }
 
 void check_index(int64_t index, int64_t size, const char* name) {
@@ -21,14 +21,13 @@ void check_index(int64_t index, int64_t size, const char* name) {
 }
 }  // namespace
 
-TensorDataset::TensorDataset(Tensor inputs, Tensor targets)
-    : inputs_(std::move(inputs)), targets_(std::move(targets)) {
+TensorDataset::TensorDataset(Tensor inputs, Tensor targets) : inputs_(std::move(inputs)), targets_(std::move(targets)) {
   SG_CHECK(inputs_.defined() && targets_.defined(), "TensorDataset: inputs and targets must be defined");
   SG_CHECK(inputs_.dim() >= 1 && targets_.dim() >= 1,
            "TensorDataset: the first dim indexes examples, so inputs and targets need at least one dim; got ",
            shape_str(inputs_.sizes()), " and ", shape_str(targets_.sizes()));
-  SG_CHECK(inputs_.size(0) == targets_.size(0), "TensorDataset: inputs ", shape_str(inputs_.sizes()),
-           " and targets ", shape_str(targets_.sizes()), " differ in their first dim (the example count)");
+  SG_CHECK(inputs_.size(0) == targets_.size(0), "TensorDataset: inputs ", shape_str(inputs_.sizes()), " and targets ",
+           shape_str(targets_.sizes()), " differ in their first dim (the example count)");
   size_ = inputs_.size(0);
 }
 
@@ -38,7 +37,8 @@ Example TensorDataset::get(int64_t index) const {
 }
 
 Subset::Subset(std::shared_ptr<const Dataset> dataset, std::vector<int64_t> indices)
-    : dataset_(std::move(dataset)), indices_(std::move(indices)) {
+    : dataset_(std::move(dataset)),
+      indices_(std::move(indices)) {
   SG_CHECK(dataset_ != nullptr, "Subset: the dataset is null");
   for (int64_t index : indices_) check_index(index, dataset_->size(), "Subset");
 }
@@ -66,8 +66,8 @@ std::vector<std::shared_ptr<Subset>> random_split(std::shared_ptr<const Dataset>
   SG_CHECK(dataset != nullptr, "random_split: the dataset is null");
   for (int64_t length : lengths) SG_CHECK(length >= 0, "random_split: negative length ", length);
   const int64_t total = std::accumulate(lengths.begin(), lengths.end(), int64_t{0});
-  SG_CHECK(total == dataset->size(), "random_split: the lengths add up to ", total,
-           " but the dataset has ", dataset->size(), " examples");
+  SG_CHECK(total == dataset->size(), "random_split: the lengths add up to ", total, " but the dataset has ",
+           dataset->size(), " examples");
   const std::vector<int64_t> order = random_permutation(total, generator);
   std::vector<std::shared_ptr<Subset>> subsets;
   auto start = order.begin();

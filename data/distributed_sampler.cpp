@@ -12,7 +12,11 @@ namespace sg::data {
 
 DistributedSampler::DistributedSampler(int64_t dataset_size, int num_replicas, int rank, bool shuffle, uint64_t seed,
                                        bool drop_last)
-    : dataset_size_(dataset_size), num_replicas_(num_replicas), rank_(rank), shuffle_(shuffle), seed_(seed),
+    : dataset_size_(dataset_size),
+      num_replicas_(num_replicas),
+      rank_(rank),
+      shuffle_(shuffle),
+      seed_(seed),
       drop_last_(drop_last) {
   SG_CHECK(dataset_size >= 0, "DistributedSampler: expected a non-negative dataset size, got ", dataset_size);
   SG_CHECK(num_replicas >= 1, "DistributedSampler: num_replicas must be at least 1, got ", num_replicas);
@@ -49,8 +53,8 @@ Tensor drop_padding(const std::vector<Tensor>& rank_results, int64_t dataset_siz
     SG_CHECK(t.defined() && t.device().is_cpu() && t.dim() >= 1, "drop_padding: rank ", r,
              "'s results must be a CPU tensor with a leading sample dimension");
     SG_CHECK(t.sizes() == first.sizes() && t.dtype() == first.dtype(), "drop_padding: rank ", r, "'s results are ",
-             shape_str(t.sizes()), " ", t.dtype(), " but rank 0's are ", shape_str(first.sizes()), " ",
-             first.dtype(), "; every rank must contribute the same number of samples");
+             shape_str(t.sizes()), " ", t.dtype(), " but rank 0's are ", shape_str(first.sizes()), " ", first.dtype(),
+             "; every rank must contribute the same number of samples");
   }
   const auto world = static_cast<int64_t>(rank_results.size());
   const int64_t count = first.size(0);

@@ -35,7 +35,7 @@ public:
   // This rank's share of epoch `epoch` (Note [DistributedSampler padding]).
   std::vector<int64_t> indices(int64_t epoch) const override;
 
-  int64_t num_samples() const { return num_samples_; }  // per rank and epoch
+  int64_t num_samples() const { return num_samples_; }                 // per rank and epoch
   int64_t total_size() const { return num_samples_ * num_replicas_; }  // over all ranks, padding included
   int64_t dataset_size() const { return dataset_size_; }
   int num_replicas() const { return num_replicas_; }

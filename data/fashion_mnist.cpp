@@ -31,8 +31,8 @@ TensorDataset load(const std::string& root, bool train) {
   const int64_t count = images.size(0);
   SG_CHECK(images.size(1) == kSide && images.size(2) == kSide, "FashionMNIST: ", images_path,
            ": expected 28x28 images, found ", shape_str(images.sizes()));
-  SG_CHECK(label_bytes.size(0) == count, "FashionMNIST: ", images_path, " holds ", count, " images but ",
-           labels_path, " holds ", label_bytes.size(0), " labels");
+  SG_CHECK(label_bytes.size(0) == count, "FashionMNIST: ", images_path, " holds ", count, " images but ", labels_path,
+           " holds ", label_bytes.size(0), " labels");
 
   Tensor labels = empty({count}, {DType::i64, Device::cpu()});
   const uint8_t* source = label_bytes.data_ptr<uint8_t>();
@@ -44,8 +44,8 @@ TensorDataset load(const std::string& root, bool train) {
   }
   // The same bytes seen as [N, 1, 28, 28]: one grey channel, so an example is already [C, H, W].
   const Shape with_channel{count, 1, kSide, kSide};
-  Tensor pixels(std::make_shared<TensorImpl>(images.storage(), 0, with_channel, contiguous_strides(with_channel),
-                                             DType::u8));
+  Tensor pixels(
+      std::make_shared<TensorImpl>(images.storage(), 0, with_channel, contiguous_strides(with_channel), DType::u8));
   return TensorDataset(std::move(pixels), std::move(labels));
 }
 
@@ -53,12 +53,13 @@ TensorDataset load(const std::string& root, bool train) {
 
 const std::array<const char*, 10>& FashionMNIST::classes() {
   static const std::array<const char*, 10> names = {"T-shirt/top", "Trouser", "Pullover", "Dress", "Coat",
-                                                    "Sandal", "Shirt", "Sneaker", "Bag", "Ankle boot"};
+                                                    "Sandal",      "Shirt",   "Sneaker",  "Bag",   "Ankle boot"};
   return names;
 }
 
 FashionMNIST::FashionMNIST(const std::string& root, bool train, Transform transform)
-    : examples_(load(root, train)), transform_(std::move(transform)) {}
+    : examples_(load(root, train)),
+      transform_(std::move(transform)) {}
 
 Example FashionMNIST::get(int64_t index) const {
   Example raw = examples_.get(index);

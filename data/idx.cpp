@@ -38,8 +38,8 @@ size_t read_some(gzFile file, const std::string& path, void* dst, size_t count) 
     if (got < 0) {
       int code = 0;
       const char* message = gzerror(file, &code);
-      throw Error(detail::concat("read_idx: ", path, ": read failed (",
-                                 code == Z_ERRNO ? std::strerror(errno) : message, ")"));
+      throw Error(
+          detail::concat("read_idx: ", path, ": read failed (", code == Z_ERRNO ? std::strerror(errno) : message, ")"));
     }
     if (got == 0) break;
     done += static_cast<size_t>(got);
@@ -97,8 +97,7 @@ Tensor read_idx(const std::string& path, int64_t ndim) {
   SG_CHECK(ndim >= 1 && ndim <= 255, "read_idx: ", path, ": ndim must be in [1, 255], got ", ndim);
   errno = 0;
   GzFile file(gzopen(path.c_str(), "rb"));
-  SG_CHECK(file != nullptr, "read_idx: cannot open ", path, ": ",
-           errno != 0 ? std::strerror(errno) : "out of memory");
+  SG_CHECK(file != nullptr, "read_idx: cannot open ", path, ": ", errno != 0 ? std::strerror(errno) : "out of memory");
   gzbuffer(file.get(), 1 << 17);
 
   constexpr uint32_t kUnsignedBytes = 0x08;
@@ -106,15 +105,15 @@ Tensor read_idx(const std::string& path, int64_t ndim) {
   const auto header_bytes = static_cast<size_t>(4 + 4 * ndim);
   std::vector<unsigned char> header(header_bytes);
   const size_t header_read = read_some(file.get(), path, header.data(), 4);
-  SG_CHECK(header_read == 4, "read_idx: ", path, ": expected a 4-byte magic number, found a file of ",
-           header_read, " bytes");
+  SG_CHECK(header_read == 4, "read_idx: ", path, ": expected a 4-byte magic number, found a file of ", header_read,
+           " bytes");
   const uint32_t magic = big_endian_u32(header.data());
   SG_CHECK(magic == expected_magic, "read_idx: ", path, ": expected the magic number ", hex32(expected_magic),
            " (unsigned bytes, ", ndim, " dims), found ", hex32(magic));
 
   const size_t dims_read = read_some(file.get(), path, header.data() + 4, header_bytes - 4);
-  SG_CHECK(dims_read == header_bytes - 4, "read_idx: ", path, ": expected a ", header_bytes,
-           "-byte header (", ndim, " sizes), found ", 4 + dims_read, " bytes");
+  SG_CHECK(dims_read == header_bytes - 4, "read_idx: ", path, ": expected a ", header_bytes, "-byte header (", ndim,
+           " sizes), found ", 4 + dims_read, " bytes");
   Shape sizes(ndim);
   for (int64_t d = 0; d < ndim; ++d) sizes[d] = big_endian_u32(header.data() + 4 + 4 * d);
   // The header is checked before anything is allocated for it.

@@ -123,7 +123,7 @@ void check_jpeg_huffman_tables(std::span<const uint8_t> bytes, const std::string
       ++at;
       continue;
     }
-    if (marker == 0xD9) return;  // end of image
+    if (marker == 0xD9) return;                                        // end of image
     const size_t length = size_t{bytes[at + 2]} << 8 | bytes[at + 3];  // counts its own two bytes
     if (marker != 0xC4) {
       at += 2 + length;
@@ -136,8 +136,8 @@ void check_jpeg_huffman_tables(std::span<const uint8_t> bytes, const std::string
     for (int64_t left = static_cast<int64_t>(length) - 2; left > 0;) {
       size_t codes = 0;
       for (size_t i = 1; i <= 16; ++i) codes += at + i < bytes.size() ? bytes[at + i] : 0;
-      SG_CHECK(codes <= 256, "read_image: '", name, "' is a corrupt JPEG: the Huffman table at byte ", at,
-               " declares ", codes, " codes, more than the 256 a table can hold");
+      SG_CHECK(codes <= 256, "read_image: '", name, "' is a corrupt JPEG: the Huffman table at byte ", at, " declares ",
+               codes, " codes, more than the 256 a table can hold");
       at += 17 + codes;
       left -= static_cast<int64_t>(17 + codes);
     }

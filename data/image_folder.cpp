@@ -206,10 +206,8 @@ void write_image_folder(const std::string& root, const Tensor& images, const Ten
         for (int64_t p = 0; p < height * width; ++p) destination[p * channels + c] = source[c * height * width + p];
       const fs::path folder = fs::path(root) / class_names[static_cast<size_t>(classes.data_ptr<int64_t>()[i])];
       try {
-        if (format == ImageFormat::png)
-          write_png((folder / (std::to_string(i) + ".png")).string(), image);
-        else
-          write_jpeg((folder / (std::to_string(i) + ".jpg")).string(), image, 95);
+        if (format == ImageFormat::png) write_png((folder / (std::to_string(i) + ".png")).string(), image);
+        else write_jpeg((folder / (std::to_string(i) + ".jpg")).string(), image, 95);
       } catch (...) {
         std::lock_guard lock(error_mutex);
         if (!failed.exchange(true)) first_error = std::current_exception();

@@ -77,10 +77,8 @@ CropBox random_resized_crop_box(int64_t height, int64_t width, std::array<double
   // No try fitted: the centred crop of the whole image, clamped to the ratio range.
   const double in_ratio = static_cast<double>(width) / static_cast<double>(height);
   int64_t w = width, h = height;
-  if (in_ratio < ratio[0])
-    h = round_half_even(static_cast<double>(w) / ratio[0]);
-  else if (in_ratio > ratio[1])
-    w = round_half_even(static_cast<double>(h) * ratio[1]);
+  if (in_ratio < ratio[0]) h = round_half_even(static_cast<double>(w) / ratio[0]);
+  else if (in_ratio > ratio[1]) w = round_half_even(static_cast<double>(h) * ratio[1]);
   return {(height - h) / 2, (width - w) / 2, h, w};
 }
 

@@ -7,7 +7,8 @@
 namespace sg::data {
 
 MetricsLog::MetricsLog(const std::string& path, std::vector<std::string> columns)
-    : path_(path), columns_(std::move(columns)) {
+    : path_(path),
+      columns_(std::move(columns)) {
   if (path.empty()) return;
   file_.open(path, std::ios::out | std::ios::trunc);
   SG_CHECK(file_.is_open(), "metrics log: cannot create '", path, "'");

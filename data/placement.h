@@ -10,8 +10,8 @@
 // from there runs at full bus speed. The move to the GPU happens on the consuming thread, when
 // the batch is handed out: the copy then enters the compute stream in program order, after the
 // previous step's kernels (Note [One compute stream] in core/cuda/stream.h). data/ depends on
-// core/ only (docs/decisions.md, "The layers depend one way"), so both copies are core-level: a plain memcpy into the pinned block and
-// kernels::copy into an empty tensor on the device — never Tensor::to.
+// core/ only (docs/decisions.md, "The layers depend one way"), so both copies are core-level: a plain memcpy into the
+// pinned block and kernels::copy into an empty tensor on the device — never Tensor::to.
 #include "core/tensor.h"
 
 namespace sg::data {

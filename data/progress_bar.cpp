@@ -15,13 +15,19 @@ std::string format_duration(double seconds) {
     std::snprintf(text, sizeof text, "%lld:%02lld:%02lld", static_cast<long long>(total / 3600),
                   static_cast<long long>(total / 60 % 60), static_cast<long long>(total % 60));
   else
-    std::snprintf(text, sizeof text, "%02lld:%02lld", static_cast<long long>(total / 60), static_cast<long long>(total % 60));
+    std::snprintf(text, sizeof text, "%02lld:%02lld", static_cast<long long>(total / 60),
+                  static_cast<long long>(total % 60));
   return text;
 }
 
 ProgressBar::ProgressBar(int64_t total, std::string label, std::string unit, std::FILE* out)
-    : total_(std::max<int64_t>(total, 1)), label_(std::move(label)), unit_(std::move(unit)), out_(out),
-      interactive_(out != nullptr && isatty(fileno(out)) == 1), start_(std::chrono::steady_clock::now()), last_draw_(start_) {}
+    : total_(std::max<int64_t>(total, 1)),
+      label_(std::move(label)),
+      unit_(std::move(unit)),
+      out_(out),
+      interactive_(out != nullptr && isatty(fileno(out)) == 1),
+      start_(std::chrono::steady_clock::now()),
+      last_draw_(start_) {}
 
 double ProgressBar::elapsed_seconds() const {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();

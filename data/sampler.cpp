@@ -32,7 +32,9 @@ std::vector<int64_t> RandomSampler::indices(int64_t epoch) const {
 }
 
 BatchSampler::BatchSampler(std::shared_ptr<const Sampler> sampler, int64_t batch_size, bool drop_last)
-    : sampler_(std::move(sampler)), batch_size_(batch_size), drop_last_(drop_last) {
+    : sampler_(std::move(sampler)),
+      batch_size_(batch_size),
+      drop_last_(drop_last) {
   SG_CHECK(sampler_ != nullptr, "BatchSampler: the sampler is null");
   SG_CHECK(batch_size_ >= 1, "BatchSampler: batch_size must be at least 1, got ", batch_size_);
 }

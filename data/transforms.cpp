@@ -16,10 +16,11 @@ Tensor ToFloat::operator()(const Tensor& image) const {
   return out;
 }
 
-Normalize::Normalize(std::vector<double> mean, std::vector<double> std)
-    : mean_(std::move(mean)), std_(std::move(std)) {
-  SG_CHECK(!mean_.empty() && mean_.size() == std_.size(), "Normalize: mean and std need the same, nonzero, "
-           "number of channels; got ", mean_.size(), " and ", std_.size());
+Normalize::Normalize(std::vector<double> mean, std::vector<double> std) : mean_(std::move(mean)), std_(std::move(std)) {
+  SG_CHECK(!mean_.empty() && mean_.size() == std_.size(),
+           "Normalize: mean and std need the same, nonzero, "
+           "number of channels; got ",
+           mean_.size(), " and ", std_.size());
   for (size_t c = 0; c < std_.size(); ++c)
     SG_CHECK(std_[c] != 0.0, "Normalize: std of channel ", c, " is zero, which would divide by zero");
 }
@@ -50,10 +51,8 @@ Tensor Normalize::operator()(const Tensor& image) const {
 Tensor Compose::operator()(const Tensor& image, Generator& generator) const {
   Tensor result = image;
   for (const Step& step : steps_) {
-    if (const auto* transform = std::get_if<Transform>(&step))
-      result = (*transform)(result);
-    else
-      result = std::get<RandomTransform>(step)(result, generator);
+    if (const auto* transform = std::get_if<Transform>(&step)) result = (*transform)(result);
+    else result = std::get<RandomTransform>(step)(result, generator);
   }
   return result;
 }

@@ -32,10 +32,13 @@ Device choose_device(const std::string& choice, int local_rank) {
     return group_device;
   }
   if (choice == "cpu" || (choice == "auto" && !cuda::is_available())) return Device::cpu();
-  SG_CHECK(cuda::is_available(), "Accelerator: device \"cuda\" was asked for, but CUDA is not available: ",
-           cuda::unavailable_reason());
-  SG_CHECK(local_rank < cuda::device_count(), "Accelerator: each process trains on the GPU of its LOCAL_RANK, but "
-           "LOCAL_RANK=", local_rank, " and this machine has ", cuda::device_count(), " GPU(s); start at most that "
+  SG_CHECK(cuda::is_available(),
+           "Accelerator: device \"cuda\" was asked for, but CUDA is not available: ", cuda::unavailable_reason());
+  SG_CHECK(local_rank < cuda::device_count(),
+           "Accelerator: each process trains on the GPU of its LOCAL_RANK, but "
+           "LOCAL_RANK=",
+           local_rank, " and this machine has ", cuda::device_count(),
+           " GPU(s); start at most that "
            "many processes per machine, or choose device \"cpu\"");
   return Device::cuda(local_rank);
 }
@@ -63,7 +66,8 @@ const AcceleratorOptions& default_options() {
 Accelerator::Accelerator() : Accelerator(default_options()) {}
 
 Accelerator::Accelerator(const AcceleratorOptions& options)
-    : options_(options), scaler_({.enabled = options_.mixed_precision == "f16"}) {
+    : options_(options),
+      scaler_({.enabled = options_.mixed_precision == "f16"}) {
   SG_CHECK(options_.mixed_precision == "no" || options_.mixed_precision == "f16" || options_.mixed_precision == "bf16",
            "Accelerator: mixed_precision must be \"no\", \"f16\" or \"bf16\", got \"", options_.mixed_precision, "\"");
   const std::optional<LaunchEnvironment> environment = launch_environment();
@@ -132,7 +136,8 @@ bool Accelerator::step(optim::Optimizer& optimizer) {
 
 double Accelerator::clip_grad_norm_(const TensorList& params, double max_norm) {
   if (scaler_.is_enabled()) {
-    SG_CHECK(optimizer_ != nullptr, "Accelerator::clip_grad_norm_: under f16 the gradients must be unscaled before "
+    SG_CHECK(optimizer_ != nullptr,
+             "Accelerator::clip_grad_norm_: under f16 the gradients must be unscaled before "
              "clipping; prepare(optimizer) so the accelerator knows which optimizer holds them");
     scaler_.unscale_(*optimizer_);
   }
@@ -211,9 +216,8 @@ optim::Metadata Accelerator::load_state(const std::string& path, nn::Module& mod
     });
   }
   if (scaler_.is_enabled() && metadata.count("grad_scaler") == 1) {
-    restore_entry(path, metadata, "grad_scaler", [&](const std::string& text) {
-      scaler_.load_state_dict(amp::GradScalerState::from_json(text));
-    });
+    restore_entry(path, metadata, "grad_scaler",
+                  [&](const std::string& text) { scaler_.load_state_dict(amp::GradScalerState::from_json(text)); });
   }
   for (const char* reserved : {"scheduler", "rng", "grad_scaler"}) metadata.erase(reserved);
   return metadata;

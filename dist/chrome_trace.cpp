@@ -23,16 +23,22 @@ std::string ChromeTrace::events_json() const {
   // Lanes become thread ids in order of first use, named by "thread_name" metadata events.
   std::vector<std::string> lanes;
   nlohmann::json events = nlohmann::json::array();
-  events.push_back({{"name", "process_name"}, {"ph", "M"}, {"pid", rank_}, {"args", {{"name", "rank " + std::to_string(rank_)}}}});
+  events.push_back(
+      {{"name", "process_name"}, {"ph", "M"}, {"pid", rank_}, {"args", {{"name", "rank " + std::to_string(rank_)}}}});
   for (const Event& e : events_) {
     size_t tid = std::find(lanes.begin(), lanes.end(), e.lane) - lanes.begin();
     if (tid == lanes.size()) {
       lanes.push_back(e.lane);
-      events.push_back({{"name", "thread_name"}, {"ph", "M"}, {"pid", rank_}, {"tid", tid}, {"args", {{"name", e.lane}}}});
+      events.push_back(
+          {{"name", "thread_name"}, {"ph", "M"}, {"pid", rank_}, {"tid", tid}, {"args", {{"name", e.lane}}}});
     }
     // Steady-clock time is shared by the processes of one machine, so ranks line up.
-    nlohmann::json span = {{"name", e.name}, {"ph", "X"}, {"pid", rank_}, {"tid", tid},
-                           {"ts", microseconds(e.begin)}, {"dur", microseconds(e.end) - microseconds(e.begin)}};
+    nlohmann::json span = {{"name", e.name},
+                           {"ph", "X"},
+                           {"pid", rank_},
+                           {"tid", tid},
+                           {"ts", microseconds(e.begin)},
+                           {"dur", microseconds(e.end) - microseconds(e.begin)}};
     if (!e.detail.empty()) span["args"] = {{"detail", e.detail}};
     events.push_back(span);
   }

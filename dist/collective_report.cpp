@@ -59,8 +59,8 @@ std::vector<int64_t> fingerprint(int64_t sequence, const CollectiveDescription& 
 void check_fingerprints(const std::vector<int64_t>& all, int size, int64_t sequence) {
   const auto describe = [&](int r) {
     const int64_t* f = all.data() + r * kFingerprintFields;
-    CollectiveDescription d{static_cast<CollectiveOp>(f[1]), static_cast<int>(f[2]), static_cast<int>(f[3]),
-                            static_cast<int>(f[4]), {}};
+    CollectiveDescription d{
+        static_cast<CollectiveOp>(f[1]), static_cast<int>(f[2]), static_cast<int>(f[3]), static_cast<int>(f[4]), {}};
     for (int64_t i = 0; i < std::min<int64_t>(f[5], kFingerprintDims); ++i) d.shape.push_back(f[6 + i]);
     return d.str(f[0]);
   };
@@ -71,8 +71,8 @@ void check_fingerprints(const std::vector<int64_t>& all, int size, int64_t seque
              ". Every rank must issue the same collectives in the same order with the same shapes.");
 }
 
-void check_fingerprints_through_store(TcpStore& store, const std::string& prefix, int rank, int size,
-                                      int64_t sequence, const CollectiveDescription& description) {
+void check_fingerprints_through_store(TcpStore& store, const std::string& prefix, int rank, int size, int64_t sequence,
+                                      const CollectiveDescription& description) {
   const auto key_of = [&](int r) { return prefix + "/" + std::to_string(sequence) + "/" + std::to_string(r); };
   const std::vector<int64_t> mine = fingerprint(sequence, description);
   const auto* mine_bytes = reinterpret_cast<const char*>(mine.data());

@@ -16,8 +16,8 @@ enum class CollectiveOp { all_reduce, broadcast, reduce, all_gather, gather, sca
 
 struct CollectiveDescription {
   CollectiveOp op = CollectiveOp::barrier;
-  int reduce_op = -1; // a ReduceOp, or -1
-  int dtype = -1;     // a DType, or -1 (barrier)
+  int reduce_op = -1;  // a ReduceOp, or -1
+  int dtype = -1;      // a DType, or -1 (barrier)
   int root = -1;
   Shape shape;
   std::string str(int64_t sequence) const;  // "all_reduce(SUM) #3 on f32[10] (40 bytes)"
@@ -41,8 +41,8 @@ void check_fingerprints(const std::vector<int64_t>& all, int size, int64_t seque
 // through the store instead. Each rank sets its own under "<prefix>/<sequence>/<rank>" and reads
 // the others' (waiting at most the store's timeout). The keys stay in the store: about 100 bytes
 // per rank and collective, acceptable for a debugging run.
-void check_fingerprints_through_store(TcpStore& store, const std::string& prefix, int rank, int size,
-                                      int64_t sequence, const CollectiveDescription& description);
+void check_fingerprints_through_store(TcpStore& store, const std::string& prefix, int rank, int size, int64_t sequence,
+                                      const CollectiveDescription& description);
 
 // After collective #sequence failed on `rank`: which ranks never reached it (they are late, hung,
 // or took a different path), which exited, which are alive but busy elsewhere. Leaves this rank's

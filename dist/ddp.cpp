@@ -50,7 +50,9 @@ void check_same_parameters_everywhere(ProcessGroup& group, const nn::NamedTensor
 
 DistributedDataParallel::DistributedDataParallel(std::shared_ptr<nn::Module> module, DDPOptions options,
                                                  ProcessGroup* group)
-    : module_(std::move(module)), group_(group ? *group : default_group()), options_(std::move(options)) {
+    : module_(std::move(module)),
+      group_(group ? *group : default_group()),
+      options_(std::move(options)) {
   SG_CHECK(module_ != nullptr, "DistributedDataParallel: the module is null");
   SG_CHECK(options_.bucket_cap_mb > 0, "DistributedDataParallel: bucket_cap_mb must be positive, got ",
            options_.bucket_cap_mb);
@@ -70,9 +72,9 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<nn::Module> mod
       trainable.push_back(p);
       names.push_back(name);
     }
-  reducer_ = std::make_shared<Reducer>(trainable, names, group_,
-                                       static_cast<size_t>(options_.bucket_cap_mb * 1024 * 1024),
-                                       options_.find_unused_parameters);
+  reducer_ =
+      std::make_shared<Reducer>(trainable, names, group_, static_cast<size_t>(options_.bucket_cap_mb * 1024 * 1024),
+                                options_.find_unused_parameters);
   reducer_->install_hooks();
   if (!options_.trace_path.empty()) reducer_->trace_to(options_.trace_path, options_.trace_steps);
 }

@@ -59,8 +59,10 @@ void wait_for_all_ranks(TcpStore& store, int rank, int world, std::chrono::milli
 void select_gpu(int local_rank) {
   SG_CHECK(cuda::is_available(), "init_process_group: backend 'nccl' needs a GPU: ", cuda::unavailable_reason(),
            " (use backend 'gloo' for CPU tensors)");
-  SG_CHECK(local_rank < cuda::device_count(), "init_process_group: backend 'nccl' gives each process the GPU of its "
-           "LOCAL_RANK, but LOCAL_RANK=", local_rank, " and this machine has ", cuda::device_count(),
+  SG_CHECK(local_rank < cuda::device_count(),
+           "init_process_group: backend 'nccl' gives each process the GPU of its "
+           "LOCAL_RANK, but LOCAL_RANK=",
+           local_rank, " and this machine has ", cuda::device_count(),
            " GPU(s); start at most that many processes per machine");
   cuda::set_device(local_rank);
 }
@@ -68,7 +70,8 @@ void select_gpu(int local_rank) {
 }  // namespace
 
 void init_process_group(InitOptions options) {
-  SG_CHECK(!is_initialized(), "init_process_group: the default group is already initialised "
+  SG_CHECK(!is_initialized(),
+           "init_process_group: the default group is already initialised "
            "(call destroy_process_group first)");
   const bool nccl = options.backend == "nccl";
   SG_CHECK(options.backend == "gloo" || nccl, "init_process_group: unknown backend '", options.backend,

@@ -129,8 +129,8 @@ std::optional<LaunchEnvironment> launch_environment(const EnvLookup& lookup_or_e
     env.source = names.source;
     env.rank = parse_int(names.rank, *rank);
     env.world_size = parse_int(names.world_size, *world_size);
-    SG_CHECK(env.world_size >= 1 && env.rank >= 0 && env.rank < env.world_size, "distributed environment: ",
-             names.rank, "=", env.rank, " is not in [0, ", names.world_size, "=", env.world_size, ")");
+    SG_CHECK(env.world_size >= 1 && env.rank >= 0 && env.rank < env.world_size, "distributed environment: ", names.rank,
+             "=", env.rank, " is not in [0, ", names.world_size, "=", env.world_size, ")");
     // Without local variables, assume one machine.
     const auto local_rank = lookup(names.local_rank);
     env.local_rank = local_rank ? parse_int(names.local_rank, *local_rank) : env.rank;
@@ -141,23 +141,26 @@ std::optional<LaunchEnvironment> launch_environment(const EnvLookup& lookup_or_e
     } else {
       env.local_world_size = env.world_size;
     }
-    SG_CHECK(env.local_rank >= 0 && env.local_rank < env.local_world_size, "distributed environment: ",
-             names.local_rank, "=", env.local_rank, " is not in [0, ", env.local_world_size,
-             ") (the number of processes on this machine)");
+    SG_CHECK(env.local_rank >= 0 && env.local_rank < env.local_world_size,
+             "distributed environment: ", names.local_rank, "=", env.local_rank, " is not in [0, ",
+             env.local_world_size, ") (the number of processes on this machine)");
 
     if (const auto addr = lookup("MASTER_ADDR")) {
       env.master_addr = *addr;
     } else if (env.local_world_size < env.world_size) {
       // Several machines, and 127.0.0.1 would be a different machine for each of them.
       const auto nodelist = lookup("SLURM_JOB_NODELIST");
-      SG_CHECK(env.source == "slurm" && nodelist, "distributed environment: the ", env.source, " job spans several "
-               "machines (", env.local_world_size, " of its ", env.world_size, " processes are on this one) but "
+      SG_CHECK(env.source == "slurm" && nodelist, "distributed environment: the ", env.source,
+               " job spans several "
+               "machines (",
+               env.local_world_size, " of its ", env.world_size,
+               " processes are on this one) but "
                "MASTER_ADDR is not set; set it to the host name of the machine that runs rank 0");
       env.master_addr = first_slurm_host(*nodelist);  // Slurm places rank 0 on the first node
     }
     if (const auto port = lookup("MASTER_PORT")) env.master_port = parse_int("MASTER_PORT", *port);
-    SG_CHECK(env.master_port > 0 && env.master_port < 65536, "distributed environment: MASTER_PORT=",
-             env.master_port, " is not a TCP port");
+    SG_CHECK(env.master_port > 0 && env.master_port < 65536, "distributed environment: MASTER_PORT=", env.master_port,
+             " is not a TCP port");
     return env;
   }
   return std::nullopt;

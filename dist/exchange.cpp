@@ -29,7 +29,8 @@ void broadcast_coalesced(ProcessGroup& group, const TensorList& tensors, int roo
 }
 
 CoalescedBroadcast::CoalescedBroadcast(ProcessGroup& group, TensorList tensors, int root)
-    : tensors_(std::move(tensors)), is_root_(group.rank() == root) {
+    : tensors_(std::move(tensors)),
+      is_root_(group.rank() == root) {
   if (group.size() == 1) return;
   NoGradGuard no_grad;
   // A broadcast moves bytes, so tensors of every dtype share one flat byte buffer: one collective

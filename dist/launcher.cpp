@@ -248,9 +248,9 @@ private:
 
   const LaunchOptions& options_;
   std::vector<Worker> workers_;
-  pid_t process_group_ = 0;  // the first worker's pid
-  std::optional<int> failure_code_;   // the first failing worker's exit code
-  size_t failed_worker_ = 0;          // its index in workers_
+  pid_t process_group_ = 0;            // the first worker's pid
+  std::optional<int> failure_code_;    // the first failing worker's exit code
+  size_t failed_worker_ = 0;           // its index in workers_
   std::optional<int> interrupted_by_;  // the signal the launcher received
   std::optional<Clock::time_point> kill_deadline_;
   bool killed_ = false;
@@ -270,8 +270,8 @@ std::string find_program(const std::string& name, int local_rank) {
     if (colon == std::string_view::npos) break;
     directories.remove_prefix(colon + 1);
   }
-  throw Error(detail::concat("sgrun: cannot start '", name, "' for local rank ", local_rank,
-                             ": no such program on PATH"));
+  throw Error(
+      detail::concat("sgrun: cannot start '", name, "' for local rank ", local_rank, ": no such program on PATH"));
 }
 
 // Everything the new worker process does between fork and exec (Note [sgrun's process model]):
@@ -322,8 +322,7 @@ void WorkerGroup::spawn(int local_rank, int port, int restart_count) {
   if (pid > 0) {
     ::setpgid(pid, process_group_ == 0 ? pid : process_group_);  // also here: no race with a signal to the group
     ssize_t n;
-    while ((n = ::read(status[0], &exec_error, sizeof exec_error)) < 0 && errno == EINTR) {
-    }
+    while ((n = ::read(status[0], &exec_error, sizeof exec_error)) < 0 && errno == EINTR) {}
     if (n != sizeof exec_error) exec_error = 0;
     if (exec_error != 0) ::waitpid(pid, nullptr, 0);
   }
@@ -331,13 +330,18 @@ void WorkerGroup::spawn(int local_rank, int port, int restart_count) {
   if (pid < 0 || exec_error != 0) {
     ::close(out_read);
     ::close(err_read);
-    throw Error(detail::concat("sgrun: cannot start '", options_.command.front(), "' for local rank ", local_rank,
-                               ": ", std::strerror(pid < 0 ? fork_error : exec_error)));
+    throw Error(detail::concat("sgrun: cannot start '", options_.command.front(), "' for local rank ", local_rank, ": ",
+                               std::strerror(pid < 0 ? fork_error : exec_error)));
   }
   if (process_group_ == 0) process_group_ = pid;
   const int rank = options_.node_rank * options_.nproc_per_node + local_rank;
   const std::string prefix = detail::concat("[rank ", rank, "] ");
-  workers_.push_back({local_rank, rank, pid, std::nullopt, "", {out_read, STDOUT_FILENO, LinePrefixer(prefix), ""},
+  workers_.push_back({local_rank,
+                      rank,
+                      pid,
+                      std::nullopt,
+                      "",
+                      {out_read, STDOUT_FILENO, LinePrefixer(prefix), ""},
                       {err_read, STDERR_FILENO, LinePrefixer(prefix), ""}});
 }
 
@@ -350,8 +354,8 @@ void WorkerGroup::signal_all(int signal) {
 void WorkerGroup::begin_shutdown(int signal) {
   signal_all(signal);
   if (!kill_deadline_)
-    kill_deadline_ = Clock::now() + std::chrono::duration_cast<Clock::duration>(
-                                        std::chrono::duration<double>(options_.grace_seconds));
+    kill_deadline_ = Clock::now() +
+                     std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(options_.grace_seconds));
 }
 
 void WorkerGroup::reap() {
@@ -369,8 +373,8 @@ void WorkerGroup::reap() {
     if (*worker.exit_code == 0 || failure_code_ || interrupted_by_) continue;
     failure_code_ = worker.exit_code;
     failed_worker_ = static_cast<size_t>(&worker - workers_.data());
-    say("worker rank ", worker.rank, " (local rank ", worker.local_rank, ", pid ", worker.pid, ") failed: ",
-        worker.how, "; stopping the other workers");
+    say("worker rank ", worker.rank, " (local rank ", worker.local_rank, ", pid ", worker.pid, ") failed: ", worker.how,
+        "; stopping the other workers");
     begin_shutdown(SIGTERM);
   }
 }
@@ -419,7 +423,8 @@ AttemptResult WorkerGroup::supervise(SignalPipe& signals) {
     return {AttemptResult::Kind::interrupted, 128 + *interrupted_by_, {-1, signal_name(*interrupted_by_), ""}};
   if (failure_code_) {
     const Worker& failed = workers_[failed_worker_];
-    return {AttemptResult::Kind::worker_failed, *failure_code_,
+    return {AttemptResult::Kind::worker_failed,
+            *failure_code_,
             {failed.rank, failed.how, last_lines(failed.err.recent, 10)}};
   }
   return {AttemptResult::Kind::succeeded, 0, {}};
@@ -448,17 +453,17 @@ std::vector<std::pair<std::string, std::string>> worker_environment(const Launch
            " is out of range for --nproc-per-node ", options.nproc_per_node);
   const int rank = options.node_rank * options.nproc_per_node + local_rank;
   std::vector<std::pair<std::string, std::string>> environment = {
-          {"RANK", std::to_string(rank)},
-          {"LOCAL_RANK", std::to_string(local_rank)},
-          {"WORLD_SIZE", std::to_string(options.nnodes * options.nproc_per_node)},
-          {"LOCAL_WORLD_SIZE", std::to_string(options.nproc_per_node)},
-          {"GROUP_RANK", std::to_string(options.node_rank)},
-          {"MASTER_ADDR", options.master_addr},
-          {"MASTER_PORT", std::to_string(master_port)},
-          {"SG_RESTART_COUNT", std::to_string(restart_count)},
-          {"SG_MAX_RESTARTS", std::to_string(options.max_restarts)},
-          {"TORCHELASTIC_RESTART_COUNT", std::to_string(restart_count)},
-          {"TORCHELASTIC_MAX_RESTARTS", std::to_string(options.max_restarts)}};
+      {"RANK", std::to_string(rank)},
+      {"LOCAL_RANK", std::to_string(local_rank)},
+      {"WORLD_SIZE", std::to_string(options.nnodes * options.nproc_per_node)},
+      {"LOCAL_WORLD_SIZE", std::to_string(options.nproc_per_node)},
+      {"GROUP_RANK", std::to_string(options.node_rank)},
+      {"MASTER_ADDR", options.master_addr},
+      {"MASTER_PORT", std::to_string(master_port)},
+      {"SG_RESTART_COUNT", std::to_string(restart_count)},
+      {"SG_MAX_RESTARTS", std::to_string(options.max_restarts)},
+      {"TORCHELASTIC_RESTART_COUNT", std::to_string(restart_count)},
+      {"TORCHELASTIC_MAX_RESTARTS", std::to_string(options.max_restarts)}};
   if (!options.store_token.empty()) environment.emplace_back("SG_STORE_TOKEN", options.store_token);
   environment.insert(environment.end(), options.extra_environment.begin(), options.extra_environment.end());
   return environment;

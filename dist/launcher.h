@@ -43,9 +43,9 @@ struct LaunchOptions {
   int node_rank = 0;
   std::string master_addr = "127.0.0.1";
   int master_port = 29500;
-  bool standalone = false;     // one node, MASTER_PORT a free port chosen per attempt
-  int max_restarts = 0;        // restarts of the whole group after a worker failed
-  double grace_seconds = 5.0;  // between SIGTERM (or a forwarded SIGINT) and SIGKILL
+  bool standalone = false;           // one node, MASTER_PORT a free port chosen per attempt
+  int max_restarts = 0;              // restarts of the whole group after a worker failed
+  double grace_seconds = 5.0;        // between SIGTERM (or a forwarded SIGINT) and SIGKILL
   std::vector<std::string> command;  // the worker program (found on PATH) and its arguments
   // The workers' SG_STORE_TOKEN (Note [The store faces the network] in dist/tcp_store.h). Empty:
   // launch() takes SG_STORE_TOKEN from its environment, or on one node draws a random one.

@@ -5,7 +5,8 @@
 namespace sg::dist {
 
 LinePrefixer::LinePrefixer(std::string prefix, size_t max_line_bytes)
-    : prefix_(std::move(prefix)), max_line_bytes_(max_line_bytes) {}
+    : prefix_(std::move(prefix)),
+      max_line_bytes_(max_line_bytes) {}
 
 std::string LinePrefixer::feed(std::string_view chunk) {
   std::string complete;

@@ -27,8 +27,8 @@ public:
 private:
   std::string prefix_;
   size_t max_line_bytes_;
-  std::string pending_;       // the unfinished line, prefix included
-  bool after_cr_ = false;     // the last byte seen was a '\r'
+  std::string pending_;    // the unfinished line, prefix included
+  bool after_cr_ = false;  // the last byte seen was a '\r'
 };
 
 }  // namespace sg::dist

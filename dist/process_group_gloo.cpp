@@ -1,8 +1,8 @@
 #include "dist/process_group_gloo.h"
 
 #include <algorithm>
-#include <cstdlib>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <sstream>
 #include <thread>
@@ -46,8 +46,7 @@ ReduceFunction reduce_function(ReduceOp op) {
     using Math = std::conditional_t<std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>, float, T>;
     switch (op) {
       case ReduceOp::SUM:
-      case ReduceOp::AVG:
-        return elementwise([](T x, T y) { return T(static_cast<Math>(x) + static_cast<Math>(y)); });
+      case ReduceOp::AVG: return elementwise([](T x, T y) { return T(static_cast<Math>(x) + static_cast<Math>(y)); });
       case ReduceOp::PRODUCT:
         return elementwise([](T x, T y) { return T(static_cast<Math>(x) * static_cast<Math>(y)); });
       case ReduceOp::MIN:
@@ -92,10 +91,8 @@ void check_same_layout(const Tensor& t, const Tensor& like, const char* op, cons
 // by name, as with PyTorch.
 std::shared_ptr<gloo::transport::Device> make_device(const TcpStore& store) {
   gloo::transport::tcp::attr attr;
-  if (const char* iface = std::getenv("GLOO_SOCKET_IFNAME"))
-    attr.iface = iface;
-  else
-    attr.hostname = store.local_address();
+  if (const char* iface = std::getenv("GLOO_SOCKET_IFNAME")) attr.iface = iface;
+  else attr.hostname = store.local_address();
   return gloo::transport::tcp::CreateDevice(attr);
 }
 
@@ -136,7 +133,10 @@ private:
 
 ProcessGroupGloo::ProcessGroupGloo(std::shared_ptr<TcpStore> store, int rank, int size,
                                    std::chrono::milliseconds timeout, bool debug)
-    : ProcessGroup(rank, size), store_(std::move(store)), timeout_(timeout), debug_(debug) {
+    : ProcessGroup(rank, size),
+      store_(std::move(store)),
+      timeout_(timeout),
+      debug_(debug) {
   auto context = std::make_shared<gloo::rendezvous::Context>(rank, size);
   // Before connecting: Gloo's pairs keep the timeout they were connected with (its old-style
   // algorithms read the pair's, frozen at connectFullMesh).
@@ -146,7 +146,8 @@ ProcessGroupGloo::ProcessGroupGloo(std::shared_ptr<TcpStore> store, int rank, in
   try {
     context->connectFullMesh(prefixed, device);
   } catch (const std::exception& e) {
-    SG_CHECK(false, "ProcessGroupGloo (rank ", rank, " of ", size, "): connecting to the other ranks failed: ", e.what());
+    SG_CHECK(false, "ProcessGroupGloo (rank ", rank, " of ", size,
+             "): connecting to the other ranks failed: ", e.what());
   }
   context_ = context;
   communication_thread_ = std::thread([this] { communication_loop(); });
@@ -255,7 +256,8 @@ WorkPtr ProcessGroupGloo::all_reduce(Tensor& tensor, ReduceOp op) {
 
 WorkPtr ProcessGroupGloo::broadcast(Tensor& tensor, int root) {
   check_tensor(tensor, "broadcast", "tensor");
-  SG_CHECK(root >= 0 && root < size(), "ProcessGroupGloo::broadcast: root ", root, " is not a rank of this group of ", size());
+  SG_CHECK(root >= 0 && root < size(), "ProcessGroupGloo::broadcast: root ", root, " is not a rank of this group of ",
+           size());
   Tensor t = tensor;
   const std::chrono::milliseconds timeout = timeout_;
   return enqueue({CollectiveOp::broadcast, -1, static_cast<int>(t.dtype()), root, t.sizes()},
@@ -272,7 +274,8 @@ WorkPtr ProcessGroupGloo::broadcast(Tensor& tensor, int root) {
 
 WorkPtr ProcessGroupGloo::reduce(Tensor& tensor, int root, ReduceOp op) {
   check_tensor(tensor, "reduce", "tensor");
-  SG_CHECK(root >= 0 && root < size(), "ProcessGroupGloo::reduce: root ", root, " is not a rank of this group of ", size());
+  SG_CHECK(root >= 0 && root < size(), "ProcessGroupGloo::reduce: root ", root, " is not a rank of this group of ",
+           size());
   SG_CHECK(!(op == ReduceOp::AVG && tensor.dtype() == DType::boolean),
            "ProcessGroupGloo::reduce: AVG is not defined for bool tensors");
   Tensor t = tensor;
@@ -316,13 +319,15 @@ WorkPtr ProcessGroupGloo::all_gather(std::vector<Tensor>& outputs, const Tensor&
                    options.setTag(tag);
                    options.setTimeout(timeout);
                    gloo::allgather(options);
-                   for (size_t r = 0; r < outs.size(); ++r) std::memcpy(bytes_of(outs[r]), gathered.data() + r * bytes, bytes);
+                   for (size_t r = 0; r < outs.size(); ++r)
+                     std::memcpy(bytes_of(outs[r]), gathered.data() + r * bytes, bytes);
                  });
 }
 
 WorkPtr ProcessGroupGloo::gather(std::vector<Tensor>& outputs, const Tensor& input, int root) {
   check_tensor(input, "gather", "input");
-  SG_CHECK(root >= 0 && root < size(), "ProcessGroupGloo::gather: root ", root, " is not a rank of this group of ", size());
+  SG_CHECK(root >= 0 && root < size(), "ProcessGroupGloo::gather: root ", root, " is not a rank of this group of ",
+           size());
   if (rank() == root) {
     SG_CHECK(static_cast<int>(outputs.size()) == size(), "ProcessGroupGloo::gather: expected ", size(),
              " output tensors on the root (one per rank), got ", outputs.size());
@@ -343,13 +348,15 @@ WorkPtr ProcessGroupGloo::gather(std::vector<Tensor>& outputs, const Tensor& inp
                    options.setTag(tag);
                    options.setTimeout(timeout);
                    gloo::gather(options);
-                   for (size_t r = 0; r < outs.size(); ++r) std::memcpy(bytes_of(outs[r]), gathered.data() + r * bytes, bytes);
+                   for (size_t r = 0; r < outs.size(); ++r)
+                     std::memcpy(bytes_of(outs[r]), gathered.data() + r * bytes, bytes);
                  });
 }
 
 WorkPtr ProcessGroupGloo::scatter(Tensor& output, const std::vector<Tensor>& inputs, int root) {
   check_tensor(output, "scatter", "output");
-  SG_CHECK(root >= 0 && root < size(), "ProcessGroupGloo::scatter: root ", root, " is not a rank of this group of ", size());
+  SG_CHECK(root >= 0 && root < size(), "ProcessGroupGloo::scatter: root ", root, " is not a rank of this group of ",
+           size());
   if (rank() == root) {
     SG_CHECK(static_cast<int>(inputs.size()) == size(), "ProcessGroupGloo::scatter: expected ", size(),
              " input tensors on the root (one per rank), got ", inputs.size());

@@ -32,8 +32,7 @@ class ProcessGroupGloo final : public ProcessGroup {
 public:
   // Connects every pair of ranks through Gloo (rendezvous through `store`), waiting at most
   // `timeout`; `debug` turns on the fingerprint check (SG_DIST_DEBUG=1 sets it by default).
-  ProcessGroupGloo(std::shared_ptr<TcpStore> store, int rank, int size, std::chrono::milliseconds timeout,
-                   bool debug);
+  ProcessGroupGloo(std::shared_ptr<TcpStore> store, int rank, int size, std::chrono::milliseconds timeout, bool debug);
   ~ProcessGroupGloo() override;
 
   std::string backend_name() const override { return "gloo"; }

@@ -43,8 +43,12 @@ std::vector<std::vector<size_t>> assign_buckets(const TensorList& params, size_t
 
 Reducer::Reducer(TensorList params, std::vector<std::string> names, ProcessGroup& group, size_t bucket_cap_bytes,
                  bool find_unused_parameters)
-    : params_(std::move(params)), names_(std::move(names)), group_(group),
-      find_unused_parameters_(find_unused_parameters), bucket_of_(params_.size()), slot_of_(params_.size()),
+    : params_(std::move(params)),
+      names_(std::move(names)),
+      group_(group),
+      find_unused_parameters_(find_unused_parameters),
+      bucket_of_(params_.size()),
+      slot_of_(params_.size()),
       ready_(params_.size(), false) {
   for (const auto& members : assign_buckets(params_, bucket_cap_bytes)) {
     Bucket bucket;
@@ -148,7 +152,7 @@ void Reducer::finalize() {
     }
     launch_ready_buckets();
     group_.all_reduce(used_anywhere, ReduceOp::MAX)->wait();  // after the buckets: same order on every rank
-    used_anywhere = used_anywhere.to(Device::cpu());  // read on the host below
+    used_anywhere = used_anywhere.to(Device::cpu());          // read on the host below
   }
 
   for (Bucket& bucket : buckets_) {
@@ -158,10 +162,8 @@ void Reducer::finalize() {
       if (used_anywhere.defined() && used_anywhere.data_ptr<int32_t>()[p] == 0) continue;
       Tensor& param = params_[p];
       const Tensor averaged = bucket.buffer.narrow(0, bucket.offsets[slot], param.numel()).view(param.sizes());
-      if (param.grad().defined())
-        param.mutable_grad().copy_(averaged);
-      else
-        param.set_grad(averaged.clone());
+      if (param.grad().defined()) param.mutable_grad().copy_(averaged);
+      else param.set_grad(averaged.clone());
     }
   }
 
@@ -191,8 +193,8 @@ void Reducer::record_trace(ChromeTrace::Clock::time_point backward_done) {
     if (timing.finished == ChromeTrace::Clock::time_point{}) continue;  // the backend keeps no times
     const double ready_ms = milliseconds_between(backward_started_, bucket.ready_at);
     const std::string detail = std::to_string(bucket.params.size()) + " tensors, " +
-                               std::to_string(bucket.buffer.numel() * bucket.buffer.element_size()) +
-                               " bytes, ready " + std::to_string(ready_ms) + " ms after backward began";
+                               std::to_string(bucket.buffer.numel() * bucket.buffer.element_size()) + " bytes, ready " +
+                               std::to_string(ready_ms) + " ms after backward began";
     trace_->add_span("all-reduce", "all_reduce bucket " + std::to_string(b), timing.started, timing.finished, detail);
   }
   if (--trace_steps_left_ == 0) {

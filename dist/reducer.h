@@ -19,11 +19,11 @@ class ChromeTrace;
 // less than one per parameter, and the first buckets can be sent while backward still
 // computes the gradients of earlier layers.
 struct Bucket {
-  std::vector<size_t> params;    // indices into the reducer's parameters, in bucket order
-  std::vector<int64_t> offsets;  // where each parameter's gradient starts in `buffer`
-  Tensor buffer;                 // flat, one dtype, all-reduced in place
-  size_t pending = 0;            // gradients not yet copied in during this backward
-  WorkPtr work;                  // the all-reduce in flight, once launched
+  std::vector<size_t> params;                      // indices into the reducer's parameters, in bucket order
+  std::vector<int64_t> offsets;                    // where each parameter's gradient starts in `buffer`
+  Tensor buffer;                                   // flat, one dtype, all-reduced in place
+  size_t pending = 0;                              // gradients not yet copied in during this backward
+  WorkPtr work;                                    // the all-reduce in flight, once launched
   std::chrono::steady_clock::time_point ready_at;  // when its last gradient arrived (trace)
 };
 
@@ -70,9 +70,9 @@ private:
   ProcessGroup& group_;
   bool find_unused_parameters_;
   std::vector<Bucket> buckets_;
-  std::vector<size_t> bucket_of_;    // per parameter: its bucket
-  std::vector<size_t> slot_of_;      // per parameter: its position within the bucket
-  std::vector<bool> ready_;          // per parameter, this backward
+  std::vector<size_t> bucket_of_;  // per parameter: its bucket
+  std::vector<size_t> slot_of_;    // per parameter: its position within the bucket
+  std::vector<bool> ready_;        // per parameter, this backward
   size_t next_bucket_to_launch_ = 0;
   bool sync_ = true;
   bool expecting_backward_ = false;  // set by prepare_for_backward, cleared by finalize

@@ -23,7 +23,9 @@ void append_bytes(std::vector<char>& out, const char* data, size_t size) {
 }
 
 ReadBytes recv_bytes(int fd, std::vector<char>& out, size_t max_size, Deadline deadline) {
-  const auto failed = [](IoResult result) { return result == IoResult::closed ? ReadBytes::closed : ReadBytes::timed_out; };
+  const auto failed = [](IoResult result) {
+    return result == IoResult::closed ? ReadBytes::closed : ReadBytes::timed_out;
+  };
   uint32_t size = 0;
   if (const IoResult result = recv_all(fd, &size, sizeof size, deadline); result != IoResult::ok) return failed(result);
   if (size > max_size) return ReadBytes::too_long;

@@ -63,8 +63,8 @@ GlobalStatistics gather_statistics(const Tensor& input, ProcessGroup& group) {
     for (int64_t c = 0; c < channels; ++c) {
       const double delta = s[1 + c] - mean[c];
       mean[c] += delta * static_cast<double>(n_b) / static_cast<double>(n);
-      m2[c] += s[1 + channels + c] + delta * delta * static_cast<double>(stats.count) * static_cast<double>(n_b) /
-                                         static_cast<double>(n);
+      m2[c] += s[1 + channels + c] +
+               delta * delta * static_cast<double>(stats.count) * static_cast<double>(n_b) / static_cast<double>(n);
     }
     stats.count = n;
   }

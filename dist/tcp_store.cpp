@@ -83,9 +83,11 @@ std::string store_token_from_environment() {
 
 TcpStore::TcpStore(const std::string& host, int port, bool host_server, std::chrono::milliseconds timeout,
                    const std::string& token, const TcpStoreLimits& limits)
-    : address_(host + ":" + std::to_string(port)), timeout_(timeout), limits_(limits) {
-  SG_CHECK(token.size() <= limits.max_key_bytes, "TcpStore: SG_STORE_TOKEN is ", token.size(),
-           " bytes long; at most ", limits.max_key_bytes, " are accepted");
+    : address_(host + ":" + std::to_string(port)),
+      timeout_(timeout),
+      limits_(limits) {
+  SG_CHECK(token.size() <= limits.max_key_bytes, "TcpStore: SG_STORE_TOKEN is ", token.size(), " bytes long; at most ",
+           limits.max_key_bytes, " are accepted");
   if (host_server) server_ = std::make_unique<TcpStoreServer>(host, port, token, limits);
   connect_and_greet(host, port, token);
 }
@@ -118,7 +120,8 @@ void TcpStore::connect_and_greet(const std::string& host, int port, const std::s
     if (socket_ >= 0 || refused || deadline.poll_timeout_ms() == 0) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
-  SG_CHECK(!refused, "TcpStore: the store of rank 0 at ", address_, " refused this process's SG_STORE_TOKEN: "
+  SG_CHECK(!refused, "TcpStore: the store of rank 0 at ", address_,
+           " refused this process's SG_STORE_TOKEN: "
            "every process of a job must have the same token (sgrun gives its workers one per job; on several "
            "nodes, set the same SG_STORE_TOKEN on each)");
   SG_CHECK(socket_ >= 0, "TcpStore: could not connect to the store of rank 0 at ", address_, " within ",
@@ -203,8 +206,9 @@ void TcpStore::wait(const std::vector<std::string>& keys, const std::chrono::mil
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   for (const std::string& key : keys) {
     check_key(key, limits_, address_);
-    const auto left = std::max(std::chrono::milliseconds(0), std::chrono::duration_cast<std::chrono::milliseconds>(
-                                                                 deadline - std::chrono::steady_clock::now()));
+    const auto left =
+        std::max(std::chrono::milliseconds(0),
+                 std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now()));
     std::vector<char> request = request_for(kGet, key);
     append(request, static_cast<int64_t>(left.count()));
     SG_CHECK(call(request, key, left)[0] == 1, "TcpStore: key '", key, "' did not appear in the store at ", address_,

@@ -30,7 +30,7 @@ struct TcpStoreLimits {
   size_t max_key_bytes = 4096;
   size_t max_value_bytes = size_t{64} << 20;
   size_t max_held_bytes = size_t{512} << 20;  // keys and values stored, and values being received
-  int max_connections = 0;                     // 0: half this process's file descriptor limit
+  int max_connections = 0;                    // 0: half this process's file descriptor limit
   // A connection that has not said HELLO (with the right token) by then is closed.
   std::chrono::milliseconds handshake_timeout{10000};
   // A GET waits at most this long in the server, whatever the client asked.

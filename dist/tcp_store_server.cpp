@@ -71,7 +71,8 @@ constexpr int64_t kEntryOverhead = 64;
 }  // namespace
 
 TcpStoreServer::TcpStoreServer(const std::string& host, int port, std::string token, const TcpStoreLimits& limits)
-    : token_(std::move(token)), limits_(limits) {
+    : token_(std::move(token)),
+      limits_(limits) {
   const AddressList addresses = resolve(host, port);
   std::string reason;
   for (addrinfo* a = addresses.get(); a != nullptr && listen_fd_ < 0; a = a->ai_next) {
@@ -120,7 +121,7 @@ void TcpStoreServer::accept_loop() {
   const int max_connections = limits_.max_connections > 0 ? limits_.max_connections : default_max_connections();
   for (;;) {
     pollfd polled[2] = {{listen_fd_, POLLIN, 0}, {wake_read_fd_, POLLIN, 0}};
-    ::poll(polled, 2, 1000);  // wakes at least every second to reap finished connections
+    ::poll(polled, 2, 1000);             // wakes at least every second to reap finished connections
     if (polled[1].revents != 0) return;  // the destructor
     reap_finished_connections();
     if ((polled[0].revents & POLLIN) == 0) continue;
@@ -233,7 +234,8 @@ void TcpStoreServer::serve_requests(Connection& connection, int& rank) {
       {
         std::lock_guard<std::mutex> lock(mutex_);
         const auto replaced = values_.find(key);
-        const int64_t freed = replaced == values_.end() ? 0 : entry_bytes + static_cast<int64_t>(replaced->second.size());
+        const int64_t freed =
+            replaced == values_.end() ? 0 : entry_bytes + static_cast<int64_t>(replaced->second.size());
         room = held_bytes_ + entry_bytes + size - freed <= static_cast<int64_t>(limits_.max_held_bytes);
         if (room) held_bytes_ += entry_bytes + size;
       }
@@ -246,8 +248,7 @@ void TcpStoreServer::serve_requests(Connection& connection, int& rank) {
         try {
           value.resize(size);
           received = size == 0 || recv_all(fd, value.data(), size, deadline) == IoResult::ok;
-        } catch (...) {
-        }
+        } catch (...) {}
         std::lock_guard<std::mutex> lock(mutex_);
         if (!received) {
           held_bytes_ -= entry_bytes + size;
@@ -264,9 +265,9 @@ void TcpStoreServer::serve_requests(Connection& connection, int& rank) {
       if (recv_all(fd, &timeout_ms, sizeof timeout_ms, deadline) != IoResult::ok) return;
       timeout_ms = std::clamp<int64_t>(timeout_ms, 0, limits_.max_get_wait.count());
       std::unique_lock<std::mutex> lock(mutex_);
-      const bool found = changed_.wait_for(lock, std::chrono::milliseconds(timeout_ms),
-                                           [&] { return stopping_ || values_.count(key) > 0; }) &&
-                         values_.count(key) > 0;
+      const bool found = changed_.wait_for(lock, std::chrono::milliseconds(timeout_ms), [&] {
+        return stopping_ || values_.count(key) > 0;
+      }) && values_.count(key) > 0;
       // Shutting down: hang up rather than answer "not found", which the client would report
       // as a timeout; a closed connection reads as "rank 0 has probably exited".
       if (stopping_) return;

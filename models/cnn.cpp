@@ -17,9 +17,8 @@ std::shared_ptr<nn::Sequential> CNN() {
       make_shared<nn::Conv2d>(1, 32, 5, nn::Conv2dOptions{.padding = 2}), make_shared<nn::BatchNorm2d>(32),
       make_shared<nn::ReLU>(), make_shared<nn::MaxPool2d>(2),
       make_shared<nn::Conv2d>(32, 64, 5, nn::Conv2dOptions{.padding = 2}), make_shared<nn::BatchNorm2d>(64),
-      make_shared<nn::ReLU>(), make_shared<nn::MaxPool2d>(2),
-      make_shared<nn::Flatten>(), make_shared<nn::Linear>(3136, 64), make_shared<nn::ReLU>(),
-      make_shared<nn::Linear>(64, 10)});
+      make_shared<nn::ReLU>(), make_shared<nn::MaxPool2d>(2), make_shared<nn::Flatten>(),
+      make_shared<nn::Linear>(3136, 64), make_shared<nn::ReLU>(), make_shared<nn::Linear>(64, 10)});
 }
 
 BasicNet::BasicNet() {

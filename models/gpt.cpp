@@ -50,9 +50,9 @@ constexpr const char* kName = "GPT";
 const std::vector<std::pair<std::string, GPTShape>>& presets() {
   // The recipe's table (names follow Hugging Face's).
   static const std::vector<std::pair<std::string, GPTShape>> table = {
-      {"openai-gpt", {12, 12, 768}},  {"gpt2", {12, 12, 768}},        {"gpt2-medium", {24, 16, 1024}},
-      {"gpt2-large", {36, 20, 1280}}, {"gpt2-xl", {48, 25, 1600}},     {"gopher-44m", {8, 16, 512}},
-      {"gpt-mini", {6, 6, 192}},      {"gpt-micro", {4, 4, 128}},      {"gpt-nano", {3, 3, 48}},
+      {"openai-gpt", {12, 12, 768}},  {"gpt2", {12, 12, 768}},     {"gpt2-medium", {24, 16, 1024}},
+      {"gpt2-large", {36, 20, 1280}}, {"gpt2-xl", {48, 25, 1600}}, {"gopher-44m", {8, 16, 512}},
+      {"gpt-mini", {6, 6, 192}},      {"gpt-micro", {4, 4, 128}},  {"gpt-nano", {3, 3, 48}},
   };
   return table;
 }
@@ -95,12 +95,14 @@ GPTConfig resolve_gpt_config(GPTConfig config) {
   SG_CHECK(*config.n_layer > 0 && *config.n_head > 0 && *config.n_embd > 0,
            "GPTConfig: n_layer, n_head and n_embd must be positive, got ", *config.n_layer, ", ", *config.n_head, ", ",
            *config.n_embd);
-  SG_CHECK(*config.n_embd % *config.n_head == 0, "GPTConfig: n_embd ", *config.n_embd,
-           " is not a multiple of n_head ", *config.n_head);
-  SG_CHECK(config.vocab_size > 0 && config.block_size > 0, "GPTConfig: vocab_size and block_size must be positive, got ",
-           config.vocab_size, " and ", config.block_size);
-  for (const auto& [name, p] : {std::pair{"embd_pdrop", config.embd_pdrop}, std::pair{"resid_pdrop", config.resid_pdrop},
-                                std::pair{"attn_pdrop", config.attn_pdrop}})
+  SG_CHECK(*config.n_embd % *config.n_head == 0, "GPTConfig: n_embd ", *config.n_embd, " is not a multiple of n_head ",
+           *config.n_head);
+  SG_CHECK(config.vocab_size > 0 && config.block_size > 0,
+           "GPTConfig: vocab_size and block_size must be positive, got ", config.vocab_size, " and ",
+           config.block_size);
+  for (const auto& [name, p] :
+       {std::pair{"embd_pdrop", config.embd_pdrop}, std::pair{"resid_pdrop", config.resid_pdrop},
+        std::pair{"attn_pdrop", config.attn_pdrop}})
     SG_CHECK(p >= 0 && p < 1, "GPTConfig: ", name, " must lie in [0, 1), got ", p);
   return config;
 }
@@ -112,10 +114,10 @@ int64_t gpt_block_parameter_count(const GPTConfig& config) {
 }
 
 Tensor gpt_loss(const Tensor& logits, const Tensor& targets) {
-  SG_CHECK(logits.dim() == 3 && targets.dim() == 2 && logits.size(0) == targets.size(0) &&
-               logits.size(1) == targets.size(1),
-           "gpt_loss: logits of shape ", shape_str(logits.sizes()), " do not match targets of shape ",
-           shape_str(targets.sizes()), " (expected [B, T, V] and [B, T])");
+  SG_CHECK(
+      logits.dim() == 3 && targets.dim() == 2 && logits.size(0) == targets.size(0) && logits.size(1) == targets.size(1),
+      "gpt_loss: logits of shape ", shape_str(logits.sizes()), " do not match targets of shape ",
+      shape_str(targets.sizes()), " (expected [B, T, V] and [B, T])");
   return nn::functional::cross_entropy(logits.reshape({-1, logits.size(-1)}), targets.reshape({-1}),
                                        {.ignore_index = -1});
 }
@@ -125,27 +127,29 @@ Tensor gpt_loss(const Tensor& logits, const Tensor& targets) {
 CausalSelfAttention::CausalSelfAttention(const GPTConfig& config, Generator* generator) {
   resid_drop = register_module("resid_drop", std::make_shared<nn::Dropout>(config.resid_pdrop, generator));
   c_proj = register_module("c_proj", std::make_shared<nn::Linear>(*config.n_embd, *config.n_embd, true, generator));
-  attn = register_module("attn", std::make_shared<nn::MultiheadAttention>(
-                                     *config.n_embd, *config.n_head,
-                                     nn::MultiheadAttentionOptions{.dropout = config.attn_pdrop, .batch_first = true},
-                                     generator));
+  attn = register_module(
+      "attn", std::make_shared<nn::MultiheadAttention>(
+                  *config.n_embd, *config.n_head,
+                  nn::MultiheadAttentionOptions{.dropout = config.attn_pdrop, .batch_first = true}, generator));
 }
 
 Tensor CausalSelfAttention::forward(const Tensor& x) {
   // Note [The causal mask]: bool + is_causal, so the fused kernel runs causal and reads no mask.
-  const Tensor y = attn->forward(x, x, x,
-                                 {.need_weights = false, .attn_mask = causal_mask(x.size(1), x.device()), .is_causal = true})
-                       .first;
+  const Tensor y =
+      attn->forward(x, x, x,
+                    {.need_weights = false, .attn_mask = causal_mask(x.size(1), x.device()), .is_causal = true})
+          .first;
   return (*resid_drop)((*c_proj)(y));
 }
 
 Tensor CausalSelfAttention::forward_cached(const Tensor& x, KVCache& cache, size_t layer) {
   const int64_t B = x.size(0), T = x.size(1), C = attn->embed_dim, H = attn->num_heads, D = attn->head_dim;
   const int64_t start = cache.length;
-  SG_CHECK(start == 0 || T == 1, kName, ": the KV cache takes a whole prompt when empty, then one token at a time; got ",
-           T, " tokens after ", start);
+  SG_CHECK(start == 0 || T == 1, kName,
+           ": the KV cache takes a whole prompt when empty, then one token at a time; got ", T, " tokens after ",
+           start);
   const Tensor qkv = linear(x, attn->in_proj_weight, attn->in_proj_bias);  // [B, T, 3C]
-  const auto heads = [&](int64_t part) {                                    // [B, H, T, D]
+  const auto heads = [&](int64_t part) {                                   // [B, H, T, D]
     return qkv.narrow(2, part * C, C).reshape({B, T, H, D}).permute({0, 2, 1, 3});
   };
   cache.keys[layer].narrow(2, start, T).copy_(heads(1));
@@ -164,10 +168,11 @@ Block::Block(const GPTConfig& config, Generator* generator) {
   ln1 = register_module("ln1", std::make_shared<nn::LayerNorm>(Shape{C}));
   ln2 = register_module("ln2", std::make_shared<nn::LayerNorm>(Shape{C}));
   attn = register_module("attn", std::make_shared<CausalSelfAttention>(config, generator));
-  mlp = register_module("mlp", std::make_shared<nn::Sequential>(std::initializer_list<std::shared_ptr<nn::Module>>{
-                                   std::make_shared<nn::Linear>(C, 4 * C, true, generator), std::make_shared<nn::GELU>(),
-                                   std::make_shared<nn::Linear>(4 * C, C, true, generator),
-                                   std::make_shared<nn::Dropout>(config.resid_pdrop, generator)}));
+  mlp =
+      register_module("mlp", std::make_shared<nn::Sequential>(std::initializer_list<std::shared_ptr<nn::Module>>{
+                                 std::make_shared<nn::Linear>(C, 4 * C, true, generator), std::make_shared<nn::GELU>(),
+                                 std::make_shared<nn::Linear>(4 * C, C, true, generator),
+                                 std::make_shared<nn::Dropout>(config.resid_pdrop, generator)}));
 }
 
 Tensor Block::forward(const Tensor& x) {
@@ -181,8 +186,8 @@ Tensor Block::forward_cached(const Tensor& x, KVCache& cache, size_t layer) {
 }
 
 EmbeddingStem::EmbeddingStem(const GPTConfig& config, Generator* generator) : block_size(config.block_size) {
-  tok_emb = register_module("tok_emb", std::make_shared<nn::Embedding>(config.vocab_size, *config.n_embd,
-                                                                       nn::EmbeddingOptions{}, generator));
+  tok_emb = register_module(
+      "tok_emb", std::make_shared<nn::Embedding>(config.vocab_size, *config.n_embd, nn::EmbeddingOptions{}, generator));
   pos_emb = register_parameter("pos_emb", zeros({1, config.block_size, *config.n_embd}));
   drop = register_module("drop", std::make_shared<nn::Dropout>(config.embd_pdrop, generator));
 }
@@ -223,9 +228,7 @@ GPT::GPT(const GPTConfig& config_in, Generator* generator) : config(resolve_gpt_
   for (const auto& block : block_list) nn::init::normal_(block->attn->c_proj->weight, 0.0, residual_std, generator);
 }
 
-Tensor GPT::forward(const Tensor& idx) {
-  return (*head)((*ln_f)((*blocks)((*emb_stem)(idx))));
-}
+Tensor GPT::forward(const Tensor& idx) { return (*head)((*ln_f)((*blocks)((*emb_stem)(idx)))); }
 
 std::pair<Tensor, Tensor> GPT::forward(const Tensor& idx, const Tensor& targets) {
   Tensor logits = forward(idx);
@@ -367,8 +370,8 @@ std::unique_ptr<optim::AdamW> create_optimizer(nn::Module& model, const Optimize
     for (const auto& entry : named) out.push_back(entry.second);
     return out;
   };
-  const optim::AdamWOptions decay{.lr = config.learning_rate, .beta1 = 0.9, .beta2 = 0.95,
-                                  .weight_decay = config.weight_decay};
+  const optim::AdamWOptions decay{
+      .lr = config.learning_rate, .beta1 = 0.9, .beta2 = 0.95, .weight_decay = config.weight_decay};
   auto optimizer = std::make_unique<optim::AdamW>(tensors(split.decay), decay);
   optim::AdamWOptions no_decay = decay;
   no_decay.weight_decay = 0.0;

@@ -109,10 +109,10 @@ public:
 struct GenerateOptions {
   int64_t max_new_tokens = 100;
   double temperature = 1.0;
-  bool do_sample = false;               // sample from the distribution, else take the most likely token
-  std::optional<int64_t> top_k{};       // keep only the k most likely tokens before sampling
-  bool use_cache = true;                // Note [The KV cache]
-  Generator* generator = nullptr;       // the sampling draws (the default generator when null)
+  bool do_sample = false;          // sample from the distribution, else take the most likely token
+  std::optional<int64_t> top_k{};  // keep only the k most likely tokens before sampling
+  bool use_cache = true;           // Note [The KV cache]
+  Generator* generator = nullptr;  // the sampling draws (the default generator when null)
 };
 
 // Input idx [B, T] (i64, T <= block_size) -> logits [B, T, V]. State_dict keys are the recipe's:

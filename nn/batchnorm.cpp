@@ -11,7 +11,10 @@ namespace sg::nn {
 
 BatchNormBase::BatchNormBase(int64_t num_features, double eps, std::optional<double> momentum, bool affine,
                              bool track_running_stats)
-    : num_features(num_features), eps(eps), momentum(momentum), affine(affine),
+    : num_features(num_features),
+      eps(eps),
+      momentum(momentum),
+      affine(affine),
       track_running_stats(track_running_stats) {
   SG_CHECK(num_features > 0, "BatchNorm: num_features must be positive, got ", num_features);
   if (affine) {

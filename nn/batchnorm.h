@@ -29,8 +29,8 @@ public:
   double eps;
   std::optional<double> momentum;
   bool affine, track_running_stats;
-  Tensor weight, bias;                                          // undefined unless affine
-  Tensor running_mean, running_var, num_batches_tracked;        // undefined unless track_running_stats
+  Tensor weight, bias;                                    // undefined unless affine
+  Tensor running_mean, running_var, num_batches_tracked;  // undefined unless track_running_stats
   // When set, forwards that normalise with batch statistics call it instead of batch_norm,
   // with the momentum to apply. dist::convert_sync_batchnorm installs one whose statistics span
   // every rank (SyncBatchNorm); nn itself knows nothing of processes (dist is a later layer).

@@ -8,18 +8,22 @@
 namespace sg::nn {
 
 Conv2d::Conv2d(int64_t in_channels, int64_t out_channels, Size2 kernel_size, Conv2dOptions options)
-    : in_channels_(in_channels), out_channels_(out_channels), kernel_size_(kernel_size), options_(options) {
+    : in_channels_(in_channels),
+      out_channels_(out_channels),
+      kernel_size_(kernel_size),
+      options_(options) {
   SG_CHECK(in_channels > 0 && out_channels > 0, "Conv2d: channels must be positive, got in_channels=", in_channels,
            ", out_channels=", out_channels);
   SG_CHECK(kernel_size.h > 0 && kernel_size.w > 0, "Conv2d: kernel_size must be positive, got ", kernel_size.str());
   SG_CHECK(options.groups > 0 && in_channels % options.groups == 0 && out_channels % options.groups == 0,
-           "Conv2d: groups=", options.groups, " must divide in_channels=", in_channels, " and out_channels=",
-           out_channels);
+           "Conv2d: groups=", options.groups, " must divide in_channels=", in_channels,
+           " and out_channels=", out_channels);
   Generator& generator = options.generator != nullptr ? *options.generator : default_generator();
   // kaiming_uniform_(a = sqrt(5)): gain sqrt(2 / (1 + 5)), bound gain * sqrt(3 / fan_in) = 1 / sqrt(fan_in).
   const int64_t fan_in = in_channels / options.groups * kernel_size.h * kernel_size.w;
   const double bound = 1.0 / std::sqrt(static_cast<double>(fan_in));
-  weight = register_parameter("weight", empty({out_channels, in_channels / options.groups, kernel_size.h, kernel_size.w}));
+  weight =
+      register_parameter("weight", empty({out_channels, in_channels / options.groups, kernel_size.h, kernel_size.w}));
   kernels::uniform_(weight, -bound, bound, generator);
   if (options.bias) {
     bias = register_parameter("bias", empty({out_channels}));

@@ -9,7 +9,9 @@
 namespace sg::nn {
 
 Embedding::Embedding(int64_t num_embeddings, int64_t embedding_dim, EmbeddingOptions options, Generator* generator)
-    : num_embeddings(num_embeddings), embedding_dim(embedding_dim), options(options) {
+    : num_embeddings(num_embeddings),
+      embedding_dim(embedding_dim),
+      options(options) {
   SG_CHECK(num_embeddings >= 0 && embedding_dim >= 0, "Embedding: sizes must be non-negative, got num_embeddings ",
            num_embeddings, ", embedding_dim ", embedding_dim);
   // Checked and wrapped here, as PyTorch does, so that a bad padding_idx fails where the layer is made.
@@ -19,8 +21,10 @@ Embedding::Embedding(int64_t num_embeddings, int64_t embedding_dim, EmbeddingOpt
 }
 
 Embedding::Embedding(const Tensor& embeddings, bool freeze, EmbeddingOptions options) : options(options) {
-  SG_CHECK(embeddings.dim() == 2, "Embedding::from_pretrained: embeddings must be 2-D [num_embeddings, embedding_dim], "
-           "got shape ", shape_str(embeddings.sizes()));
+  SG_CHECK(embeddings.dim() == 2,
+           "Embedding::from_pretrained: embeddings must be 2-D [num_embeddings, embedding_dim], "
+           "got shape ",
+           shape_str(embeddings.sizes()));
   num_embeddings = embeddings.size(0);
   embedding_dim = embeddings.size(1);
   this->options.padding_idx = wrap_padding_idx(options.padding_idx, num_embeddings, "Embedding");

@@ -26,8 +26,8 @@ Tensor class_loss(ClassScores scores, const Tensor& input, const Tensor& target,
   if (input.dim() == 1) {  // one sample: [C] scores and a 0-dim target
     SG_CHECK(target.dim() == 0, name, ": an input of shape ", shape_str(input.sizes()),
              " needs a 0-dim target, got shape ", shape_str(target.sizes()));
-    const Tensor loss = class_loss(scores, input.unsqueeze(0), target.unsqueeze(0), weight, ignore_index, reduction,
-                                   label_smoothing);
+    const Tensor loss =
+        class_loss(scores, input.unsqueeze(0), target.unsqueeze(0), weight, ignore_index, reduction, label_smoothing);
     return reduction == Reduction::none ? loss.squeeze(0) : loss;
   }
   Shape expected = input.sizes();
@@ -39,8 +39,8 @@ Tensor class_loss(ClassScores scores, const Tensor& input, const Tensor& target,
   if (weight.defined()) {
     SG_CHECK(weight.sizes() == Shape{input.size(1)}, name, ": weight of shape ", shape_str(weight.sizes()),
              " does not match input of shape ", shape_str(input.sizes()), " (expected [", input.size(1), "])");
-    SG_CHECK(weight.dtype() == input.dtype() && weight.device() == input.device(), name, ": weight is ",
-             weight.dtype(), " on ", weight.device(), " but input is ", input.dtype(), " on ", input.device());
+    SG_CHECK(weight.dtype() == input.dtype() && weight.device() == input.device(), name, ": weight is ", weight.dtype(),
+             " on ", weight.device(), " but input is ", input.dtype(), " on ", input.device());
   }
   SG_CHECK(label_smoothing >= 0 && label_smoothing <= 1, name, ": label_smoothing must be in [0, 1], got ",
            label_smoothing);
@@ -56,8 +56,8 @@ Tensor class_loss(ClassScores scores, const Tensor& input, const Tensor& target,
   // d loss / d x = scale * (softmax(x) * sum(q) - q) for logits, -scale * q for log-probabilities
   return record(logits ? "CrossEntropyBackward" : "NllLossBackward", out, {input},
                 [sx = logits ? SavedTensor(input) : SavedTensor(), st = SavedTensor(target), log_sum_exp, total_weight,
-                 args, shape = input.sizes(), options = TensorOptions{input.dtype(), input.device()}](
-                    const Tensor& g, const NeedsGrad&) {
+                 args, shape = input.sizes(),
+                 options = TensorOptions{input.dtype(), input.device()}](const Tensor& g, const NeedsGrad&) {
                   Tensor grad = empty(shape, options);
                   kernels::cross_entropy_backward(grad, g.to(options.dtype), log_sum_exp, total_weight, sx.get(),
                                                   st.get(), args);

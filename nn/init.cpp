@@ -67,8 +67,7 @@ double erfinv(double y) {
       p = c + p * w;
   }
   double x = p * y;
-  for (int step = 0; step < 2; ++step)
-    x -= (std::erf(x) - y) / (2.0 / std::sqrt(std::numbers::pi) * std::exp(-x * x));
+  for (int step = 0; step < 2; ++step) x -= (std::erf(x) - y) / (2.0 / std::sqrt(std::numbers::pi) * std::exp(-x * x));
   return x;
 }
 

@@ -9,7 +9,9 @@
 namespace sg::nn {
 
 LayerNorm::LayerNorm(Shape normalized_shape, double eps, bool elementwise_affine)
-    : normalized_shape(std::move(normalized_shape)), eps(eps), elementwise_affine(elementwise_affine) {
+    : normalized_shape(std::move(normalized_shape)),
+      eps(eps),
+      elementwise_affine(elementwise_affine) {
   SG_CHECK(!this->normalized_shape.empty(), "LayerNorm: normalized_shape must have at least one dim");
   if (elementwise_affine) {
     weight = register_parameter("weight", ones(this->normalized_shape));

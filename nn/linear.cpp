@@ -9,7 +9,8 @@
 namespace sg::nn {
 
 Linear::Linear(int64_t in_features, int64_t out_features, bool bias, Generator* generator)
-    : in_features(in_features), out_features(out_features) {
+    : in_features(in_features),
+      out_features(out_features) {
   SG_CHECK(in_features >= 0 && out_features >= 0, "Linear: feature counts must be non-negative, got in_features ",
            in_features, ", out_features ", out_features);
   weight = register_parameter("weight", empty({out_features, in_features}));
@@ -28,8 +29,8 @@ void Linear::reset_parameters(Generator* generator) {
 
 Tensor Linear::forward(const Tensor& input) {
   SG_CHECK(input.dim() >= 1 && input.size(-1) == in_features, "Linear: input of shape ", shape_str(input.sizes()),
-           " does not match weight of shape ", shape_str(weight.sizes()), " (the input's last dim must be in_features = ",
-           in_features, ")");
+           " does not match weight of shape ", shape_str(weight.sizes()),
+           " (the input's last dim must be in_features = ", in_features, ")");
   return linear(input, weight, bias);
 }
 

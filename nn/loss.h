@@ -12,7 +12,9 @@ class CrossEntropyLoss : public Module {
 public:
   explicit CrossEntropyLoss(functional::CrossEntropyOptions options = {}) : options(std::move(options)) {}
   using Module::forward;  // the single-tensor forward stays visible (and throws)
-  Tensor forward(const Tensor& input, const Tensor& target) { return functional::cross_entropy(input, target, options); }
+  Tensor forward(const Tensor& input, const Tensor& target) {
+    return functional::cross_entropy(input, target, options);
+  }
   Tensor operator()(const Tensor& input, const Tensor& target) { return forward(input, target); }
   std::string type_name() const override { return "CrossEntropyLoss"; }
 

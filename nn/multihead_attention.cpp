@@ -46,8 +46,12 @@ Tensor split_heads(const Tensor& x, int64_t heads) {
 
 MultiheadAttention::MultiheadAttention(int64_t embed_dim, int64_t num_heads, MultiheadAttentionOptions options,
                                        Generator* generator)
-    : embed_dim(embed_dim), num_heads(num_heads), head_dim(num_heads > 0 ? embed_dim / num_heads : 0),
-      kdim(options.kdim.value_or(embed_dim)), vdim(options.vdim.value_or(embed_dim)), options(options),
+    : embed_dim(embed_dim),
+      num_heads(num_heads),
+      head_dim(num_heads > 0 ? embed_dim / num_heads : 0),
+      kdim(options.kdim.value_or(embed_dim)),
+      vdim(options.vdim.value_or(embed_dim)),
+      options(options),
       generator(generator) {
   SG_CHECK(embed_dim > 0 && num_heads > 0, kName, ": embed_dim and num_heads must be greater than 0, got embed_dim ",
            embed_dim, " and num_heads ", num_heads);
@@ -119,8 +123,8 @@ std::pair<Tensor, Tensor> MultiheadAttention::forward(const Tensor& query, const
     k = qkv.narrow(2, E, E);
     v = qkv.narrow(2, 2 * E, E);
   } else {
-    const TensorList w = in_proj_weight.defined() ? in_proj_weight.chunk(3, 0)
-                                                  : TensorList{q_proj_weight, k_proj_weight, v_proj_weight};
+    const TensorList w =
+        in_proj_weight.defined() ? in_proj_weight.chunk(3, 0) : TensorList{q_proj_weight, k_proj_weight, v_proj_weight};
     q = linear(q_in, w[0], b[0]);
     k = linear(k_in, w[1], b[1]);
     v = linear(v_in, w[2], b[2]);
@@ -133,7 +137,8 @@ std::pair<Tensor, Tensor> MultiheadAttention::forward(const Tensor& query, const
   Tensor mask;
   if (options.attn_mask.defined() && !causal_kernel) {
     const Tensor& m = options.attn_mask;
-    const bool fits = (m.dim() == 2 && m.sizes() == Shape{L, S}) || (m.dim() == 3 && m.sizes() == Shape{N * num_heads, L, S});
+    const bool fits =
+        (m.dim() == 2 && m.sizes() == Shape{L, S}) || (m.dim() == 3 && m.sizes() == Shape{N * num_heads, L, S});
     SG_CHECK(fits, kName, ": attn_mask of shape ", shape_str(m.sizes()), " should be ", shape_str({L, S}), " or ",
              shape_str({N * num_heads, L, S}), " (query of shape ", shape_str(query.sizes()), ", key of shape ",
              shape_str(key.sizes()), ")");
@@ -159,8 +164,8 @@ std::pair<Tensor, Tensor> MultiheadAttention::forward(const Tensor& query, const
   const double dropout_p = is_training() ? this->options.dropout : 0.0;
   Tensor heads, weights;  // [N, H, L, D], [N, H, L, S]
   if (!options.need_weights) {
-    heads = scaled_dot_product_attention(qh, kh, vh, {.attn_mask = mask, .dropout_p = dropout_p, .is_causal = causal_kernel},
-                                         generator);
+    heads = scaled_dot_product_attention(
+        qh, kh, vh, {.attn_mask = mask, .dropout_p = dropout_p, .is_causal = causal_kernel}, generator);
   } else {
     Tensor scores = matmul(qh * (1.0 / std::sqrt(static_cast<double>(head_dim))), kh.transpose(-2, -1));
     if (mask.defined()) scores = scores + mask;

@@ -24,9 +24,9 @@ struct MultiheadAttentionOptions {
 };
 
 struct MultiheadAttentionForwardOptions {
-  Tensor key_padding_mask{};  // [N, S]: bool, true = ignore that key; or float, added
-  bool need_weights = true;   // also return the attention weights (the composed path)
-  Tensor attn_mask{};         // [L, S] or [N * num_heads, L, S]: bool, true = not allowed; or float, added
+  Tensor key_padding_mask{};         // [N, S]: bool, true = ignore that key; or float, added
+  bool need_weights = true;          // also return the attention weights (the composed path)
+  Tensor attn_mask{};                // [L, S] or [N * num_heads, L, S]: bool, true = not allowed; or float, added
   bool average_attn_weights = true;  // weights averaged over heads [N, L, S], else [N, num_heads, L, S]
   // A hint that attn_mask is the causal mask (it must then be given, as in PyTorch); without a
   // key_padding_mask and need_weights false, the fused kernel then runs causal instead of reading it.

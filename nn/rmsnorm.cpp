@@ -23,7 +23,9 @@ double machine_epsilon(DType dtype) {
 }  // namespace
 
 RMSNorm::RMSNorm(Shape normalized_shape, std::optional<double> eps, bool elementwise_affine)
-    : normalized_shape(std::move(normalized_shape)), eps(eps), elementwise_affine(elementwise_affine) {
+    : normalized_shape(std::move(normalized_shape)),
+      eps(eps),
+      elementwise_affine(elementwise_affine) {
   SG_CHECK(!this->normalized_shape.empty(), "RMSNorm: normalized_shape must have at least one dim");
   SG_CHECK(!eps || *eps >= 0, "RMSNorm: eps must be at least 0, got ", *eps);
   if (elementwise_affine) weight = register_parameter("weight", ones(this->normalized_shape));

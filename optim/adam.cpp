@@ -35,8 +35,7 @@ void Adam::step() {
   for_each_param_with_grad([](auto&... args) { adam_update(args..., /*decoupled=*/false); });
 }
 
-AdamW::AdamW(TensorList params, AdamWOptions options)
-    : OptimizerWithOptions("AdamW", std::move(params), options) {}
+AdamW::AdamW(TensorList params, AdamWOptions options) : OptimizerWithOptions("AdamW", std::move(params), options) {}
 
 void AdamW::step() {
   for_each_param_with_grad([](auto&... args) { adam_update(args..., /*decoupled=*/true); });

@@ -6,7 +6,8 @@
 namespace sg::optim {
 
 LRScheduler::LRScheduler(Optimizer& optimizer, Schedule schedule)
-    : optimizer_(optimizer), schedule_(std::move(schedule)) {
+    : optimizer_(optimizer),
+      schedule_(std::move(schedule)) {
   for (size_t g = 0; g < optimizer_.num_param_groups(); ++g) base_lrs_.push_back(optimizer_.lr(g));
   apply();
 }
@@ -47,7 +48,8 @@ double cosine_between(double high, double low, double fraction) {
 // Each schedule checks its arguments once, before the scheduler applies step 0.
 Schedule step_schedule(int64_t step_size, double gamma) {
   SG_CHECK(step_size > 0, "StepLR: step_size must be positive, got ", step_size);
-  return [=](int64_t epoch, double base_lr) { return base_lr * std::pow(gamma, static_cast<double>(epoch / step_size)); };
+  return
+      [=](int64_t epoch, double base_lr) { return base_lr * std::pow(gamma, static_cast<double>(epoch / step_size)); };
 }
 
 Schedule cosine_schedule(int64_t T_max, double eta_min) {

@@ -36,10 +36,10 @@ using Hyperparameters = std::map<std::string, double>;
 // (group 0's first parameter is 0), and the tensors are named "state.<index>.<field>" with the
 // fields of ParamState ("state.3.exp_avg"; the step count is a 0-dim i64 tensor).
 struct OptimizerState {
-  std::string type;                             // "Adam", "SGD", ...: loading checks it
-  std::map<std::string, Tensor> tensors;        // only parameters that have state appear
-  std::vector<Hyperparameters> param_groups;    // one per group
-  std::vector<int64_t> group_sizes;             // number of parameters in each group
+  std::string type;                           // "Adam", "SGD", ...: loading checks it
+  std::map<std::string, Tensor> tensors;      // only parameters that have state appear
+  std::vector<Hyperparameters> param_groups;  // one per group
+  std::vector<int64_t> group_sizes;           // number of parameters in each group
 };
 
 class Optimizer {
@@ -112,7 +112,8 @@ public:
   };
 
   OptimizerWithOptions(std::string type_name, TensorList params, Options defaults)
-      : Optimizer(std::move(type_name)), defaults_(defaults) {
+      : Optimizer(std::move(type_name)),
+        defaults_(defaults) {
     add_param_group(std::move(params));
   }
 
@@ -134,9 +135,8 @@ public:
 
   Hyperparameters hyperparameters(size_t group) const override {
     Hyperparameters values;
-    Options::fields(groups_.at(group).options, [&](const char* name, const auto& field) {
-      values[name] = static_cast<double>(field);
-    });
+    Options::fields(groups_.at(group).options,
+                    [&](const char* name, const auto& field) { values[name] = static_cast<double>(field); });
     return values;
   }
 

@@ -16,6 +16,7 @@ packages=(
   libyaml-cpp-dev         # train_gpt reads the minGPT recipe's YAML config
   fortunes                # train_gpt's default corpus: the English fortunes under /usr/share/games/fortunes
   clang libclang-rt-dev libomp-dev  # scripts/fuzz.sh: libFuzzer targets (clang's OpenMP runtime for the library)
+  clang-format            # scripts/check-format.sh: the sources follow .clang-format
   iproute2 python3        # scripts/multinode-test.sh: two hosts from network namespaces; comparing checkpoints
 )
 

@@ -3,6 +3,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
+scripts/check-format.sh  # cheap, so first: the sources follow .clang-format
 scripts/build.sh
 scripts/tensorboard-venv.sh  # tests/test_summary_writer.cpp reads event files back with TensorBoard
 jobs=$(nproc 2>/dev/null || echo 2)

@@ -75,7 +75,8 @@ bool equal_to(Device device, const Tensor& t, const std::vector<double>& expecte
 void check_every_collective(dist::ProcessGroup& group, Device device,
                             const std::function<double(DType)>& avg_tolerance) {
   const int rank = group.rank(), world = group.size();
-  const DType dtypes[] = {DType::f32, DType::f64, DType::f16, DType::bf16, DType::i64, DType::i32, DType::u8, DType::boolean};
+  const DType dtypes[] = {DType::f32, DType::f64, DType::f16, DType::bf16,
+                          DType::i64, DType::i32, DType::u8,  DType::boolean};
   const dist::ReduceOp ops[] = {dist::ReduceOp::SUM, dist::ReduceOp::AVG, dist::ReduceOp::PRODUCT, dist::ReduceOp::MIN,
                                 dist::ReduceOp::MAX};
   const int last = world - 1;

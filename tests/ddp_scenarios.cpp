@@ -28,8 +28,7 @@ std::pair<int64_t, int64_t> shard(int rank, int world, int64_t global) {
   return {rank * share, (rank + 1) * share};
 }
 
-void train(nn::Module& model, int64_t begin, int64_t end, int micro_batches, const PartStep& on_part,
-           Device device) {
+void train(nn::Module& model, int64_t begin, int64_t end, int micro_batches, const PartStep& on_part, Device device) {
   optim::SGD optimizer(model.parameters(), {.lr = 0.05, .momentum = 0.9});
   const int64_t part_rows = (end - begin) / micro_batches;
   for (int step = 0; step < kSteps; ++step) {

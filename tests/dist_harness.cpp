@@ -73,8 +73,8 @@ RankResults run_ranks(const std::string& program, int world, const std::vector<s
     posix_spawn_file_actions_init(&actions);
     posix_spawn_file_actions_addopen(&actions, 1, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
     posix_spawn_file_actions_adddup2(&actions, 1, 2);
-    const int spawned = posix_spawn(&pids[static_cast<size_t>(rank)], program.c_str(), &actions, nullptr, argv.data(),
-                                    envp.data());
+    const int spawned =
+        posix_spawn(&pids[static_cast<size_t>(rank)], program.c_str(), &actions, nullptr, argv.data(), envp.data());
     posix_spawn_file_actions_destroy(&actions);
     if (spawned != 0) {
       for (pid_t pid : pids)

@@ -27,8 +27,7 @@ struct RankResults {
 // fails within the test) set, plus `env` (which may override them). Kills every rank still
 // running after `time_limit_seconds`.
 RankResults run_ranks(const std::string& program, int world, const std::vector<std::string>& args,
-                      const std::vector<std::pair<std::string, std::string>>& env = {},
-                      double time_limit_seconds = 60);
+                      const std::vector<std::pair<std::string, std::string>>& env = {}, double time_limit_seconds = 60);
 
 // An app run on `processes` ranks (1: the program alone, as a user starts it): rank 0's exit
 // code and output (stdout and stderr together). A run past `time_limit_seconds` fails the test.

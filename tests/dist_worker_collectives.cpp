@@ -1,8 +1,8 @@
 // One rank of tests/test_dist_collectives.cpp. Usage: dist_worker_collectives <scenario>
 // Exit codes: 0 all checks passed, 1 a result was wrong (printed), 3 an sg::Error (printed).
 #include <chrono>
-#include <csignal>
 #include <cmath>
+#include <csignal>
 #include <cstdio>
 #include <iostream>
 #include <string>

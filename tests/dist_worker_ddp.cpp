@@ -57,8 +57,8 @@ void two_inputs(const std::string& out) {
   for (int step = 0; step < ddp::kSteps; ++step) {
     const auto [x, y] = ddp::batch(step);
     optimizer.zero_grad();
-    const auto [prediction, loss] =
-        ddp_model.call([&] { return model->forward(x.narrow(0, begin, end - begin), y.narrow(0, begin, end - begin)); });
+    const auto [prediction, loss] = ddp_model.call(
+        [&] { return model->forward(x.narrow(0, begin, end - begin), y.narrow(0, begin, end - begin)); });
     SG_CHECK((prediction.sizes() == Shape{end - begin, 4}), "the first output is the prediction");
     loss.backward();
     optimizer.step();
@@ -119,10 +119,12 @@ void sync_batch_norm(const std::string& out) {
   Tensor x = x_all.narrow(0, begin, end - begin).clone().requires_grad_();
   Tensor y = (*bn)(x);
   (y * g_all.narrow(0, begin, end - begin)).sum().backward();
-  save_safetensors(out + "/rank" + std::to_string(rank) + ".safetensors",
-                   {{"out", y.detach()}, {"grad_input", x.grad()}, {"grad_weight", bn->weight.grad()},
-                    {"grad_bias", bn->bias.grad()}, {"running_mean", bn->running_mean},
-                    {"running_var", bn->running_var}});
+  save_safetensors(out + "/rank" + std::to_string(rank) + ".safetensors", {{"out", y.detach()},
+                                                                           {"grad_input", x.grad()},
+                                                                           {"grad_weight", bn->weight.grad()},
+                                                                           {"grad_bias", bn->bias.grad()},
+                                                                           {"running_mean", bn->running_mean},
+                                                                           {"running_var", bn->running_var}});
 }
 
 // BatchNorm statistics under DDP. Each rank normalises its own rows, so the statistics differ;
@@ -189,8 +191,8 @@ void scaler_agreement() {
     scaler.update();
     SG_CHECK(stepped == (step == 1), "rank ", rank, " step ", step, ": stepped = ", stepped);
   }
-  SG_CHECK(scaler.get_scale() == 32768.0 && scaler.skipped_steps() == 1, "rank ", rank, ": scale ",
-           scaler.get_scale(), ", skipped ", scaler.skipped_steps());
+  SG_CHECK(scaler.get_scale() == 32768.0 && scaler.skipped_steps() == 1, "rank ", rank, ": scale ", scaler.get_scale(),
+           ", skipped ", scaler.skipped_steps());
   std::cout << "rank " << rank << ": skipped 1, scale " << scaler.get_scale() << "\n";
 }
 
@@ -236,26 +238,16 @@ int main(int argc, char** argv) {
   try {
     set_num_threads(1);
     dist::init_process_group();
-    if (scenario == "equivalence")
-      equivalence(out, std::stod(arg(3, "25")), std::stoi(arg(4, "1")), arg(5, ""));
-    else if (scenario == "two_inputs")
-      two_inputs(out);
-    else if (scenario == "unused")
-      unused_parameters(out, arg(3, "1") == "1");
-    else if (scenario == "mismatch")
-      mismatched_models();
-    else if (scenario == "syncbn")
-      sync_batch_norm(out);
-    else if (scenario == "buffers")
-      buffers(out);
-    else if (scenario == "rank_dies")
-      rank_dies();
-    else if (scenario == "scaler")
-      scaler_agreement();
-    else if (scenario == "accelerator")
-      accelerator_ranks(out);
-    else
-      SG_CHECK(false, "unknown scenario '", scenario, "'");
+    if (scenario == "equivalence") equivalence(out, std::stod(arg(3, "25")), std::stoi(arg(4, "1")), arg(5, ""));
+    else if (scenario == "two_inputs") two_inputs(out);
+    else if (scenario == "unused") unused_parameters(out, arg(3, "1") == "1");
+    else if (scenario == "mismatch") mismatched_models();
+    else if (scenario == "syncbn") sync_batch_norm(out);
+    else if (scenario == "buffers") buffers(out);
+    else if (scenario == "rank_dies") rank_dies();
+    else if (scenario == "scaler") scaler_agreement();
+    else if (scenario == "accelerator") accelerator_ranks(out);
+    else SG_CHECK(false, "unknown scenario '", scenario, "'");
     dist::destroy_process_group();
   } catch (const std::exception& e) {
     std::cerr << "rank " << dist::get_rank() << ": " << e.what() << "\n";

@@ -29,7 +29,8 @@ int main(int argc, char** argv) {
     }
   }
   std::ofstream(argv[1], std::ios::binary)
-      .write(reinterpret_cast<const char*>(values.data()), static_cast<std::streamsize>(values.size() * sizeof(double)));
+      .write(reinterpret_cast<const char*>(values.data()),
+             static_cast<std::streamsize>(values.size() * sizeof(double)));
   std::printf("%s\n", sg::cpu::blas_description().c_str());
   return 0;
 }

@@ -52,9 +52,9 @@ inline doctest::String toString(DType dtype) { return dtype_name(dtype); }
 }  // namespace sg
 
 // CHECK_GRADCHECK(fn, inputs) fails the test with gradcheck's message.
-#define CHECK_GRADCHECK(fn, ...)                                      \
-  do {                                                                \
-    const auto result_ = ::sg::gradcheck(fn, __VA_ARGS__);            \
-    INFO(result_.message);                                            \
-    CHECK(result_.ok);                                                \
+#define CHECK_GRADCHECK(fn, ...)                           \
+  do {                                                     \
+    const auto result_ = ::sg::gradcheck(fn, __VA_ARGS__); \
+    INFO(result_.message);                                 \
+    CHECK(result_.ok);                                     \
   } while (0)

@@ -9,8 +9,8 @@
 #include <string>
 #include <thread>
 
-#include "core/cuda/runtime.h"
 #include "collective_expectations.h"
+#include "core/cuda/runtime.h"
 #include "ddp_scenarios.h"
 #include "syncgrad.h"
 
@@ -94,7 +94,8 @@ void ddp_equivalence(const std::string& out) {
   model->to(gpu());
   auto ddp_model = std::make_shared<dist::DistributedDataParallel>(model, dist::DDPOptions{.bucket_cap_mb = 0.001});
   const auto [begin, end] = ddp::shard(rank, world, ddp::kGlobalBatch);
-  ddp::train(*ddp_model, begin, end, 1, [](int, int, const std::function<void()>& step) { step(); }, gpu());
+  ddp::train(
+      *ddp_model, begin, end, 1, [](int, int, const std::function<void()>& step) { step(); }, gpu());
   if (rank != 0) return;
   nn::StateDict on_host;
   for (const auto& [name, value] : ddp_model->module().state_dict()) on_host.emplace(name, value.to(Device::cpu()));

@@ -82,8 +82,8 @@ TEST_CASE("a prepared loader with pin_memory yields the same batches as one with
   for (int workers : {0, 2}) {
     CAPTURE(workers);
     data::DataLoader plain = accelerator.prepare(dataset, {.batch_size = 4, .shuffle = true, .num_workers = workers});
-    data::DataLoader pinned = accelerator.prepare(
-        dataset, {.batch_size = 4, .shuffle = true, .num_workers = workers, .pin_memory = true});
+    data::DataLoader pinned =
+        accelerator.prepare(dataset, {.batch_size = 4, .shuffle = true, .num_workers = workers, .pin_memory = true});
     auto plain_batch = plain.begin();
     int64_t batches = 0;
     for (const data::Batch& batch : pinned) {

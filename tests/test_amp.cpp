@@ -32,7 +32,8 @@ Tensor run_op(AutocastOp op, DType first, DType second) {
     case AutocastOp::addmm: return addmm(random({3}, second), x, random({6, 3}, second));
     case AutocastOp::baddbmm: return baddbmm(random({1, 4, 3}, second), x.unsqueeze(0), random({1, 6, 3}, second));
     case AutocastOp::linear: return linear(x, random({3, 6}, second), random({3}, second));
-    case AutocastOp::conv2d: return conv2d(random({2, 3, 6, 6}, first), random({4, 3, 3, 3}, second), random({4}, second));
+    case AutocastOp::conv2d:
+      return conv2d(random({2, 3, 6, 6}, first), random({4, 3, 3, 3}, second), random({4}, second));
     case AutocastOp::scaled_dot_product_attention:
       return scaled_dot_product_attention(x.unsqueeze(0), random({1, 5, 6}, second), random({1, 5, 3}, second));
     case AutocastOp::exp: return exp(x);
@@ -105,7 +106,8 @@ TEST_CASE("inside a region every op's output has the dtype its autocast rule pro
 TEST_CASE("outside a region the ops keep their input dtypes") {
   for (const auto& rule : autograd::kAutocastRules) {
     INFO("op ", std::string(rule.name));
-    if (rule.policy == CastPolicy::lower_precision) CHECK(run_op(rule.op, DType::f32, DType::f32).dtype() == DType::f32);
+    if (rule.policy == CastPolicy::lower_precision)
+      CHECK(run_op(rule.op, DType::f32, DType::f32).dtype() == DType::f32);
     if (rule.policy == CastPolicy::fp32) CHECK(run_op(rule.op, DType::f16, DType::f16).dtype() == DType::f16);
   }
   CHECK_THROWS_WITH_AS(run_op(AutocastOp::scatter_add, DType::f16, DType::f32),
@@ -124,7 +126,8 @@ TEST_CASE("a low precision product is the 16-bit rounding of the f32 product of 
   for (const DType low : {DType::f16, DType::bf16}) {
     INFO(low);
     const Tensor a = random({5, 37}, DType::f32), b = random({37, 4}, DType::f32);
-    const Tensor x = random({2, 3, 7, 7}, DType::f32), w = random({4, 3, 3, 3}, DType::f32), bias = random({4}, DType::f32);
+    const Tensor x = random({2, 3, 7, 7}, DType::f32), w = random({4, 3, 3, 3}, DType::f32),
+                 bias = random({4}, DType::f32);
     const auto widened = [low](const Tensor& t) { return t.to(low).to(DType::f32); };
     Tensor product, convolution;
     {

@@ -27,8 +27,7 @@ Tensor composed(const Tensor& q, const Tensor& k, const Tensor& v, const Case& c
   const double scale = c.scale != 0 ? c.scale : 1.0 / std::sqrt(static_cast<double>(q.size(-1)));
   Tensor scores = matmul(q, k.transpose(-2, -1)) * scale;
   if (c.causal) scores = where(ones({L, S}).tril().ne(zeros({L, S})), scores, -kInf);
-  if (c.mask.defined())
-    scores = c.mask.dtype() == DType::boolean ? where(c.mask, scores, -kInf) : scores + c.mask;
+  if (c.mask.defined()) scores = c.mask.dtype() == DType::boolean ? where(c.mask, scores, -kInf) : scores + c.mask;
   Tensor probs = softmax(scores, -1);
   if (c.keep.defined()) probs = probs * c.keep.to(probs.dtype()) / (1.0 - c.dropout_p);
   return matmul(probs, v);
@@ -62,7 +61,8 @@ Tensor output_weight(const Tensor& q, const Tensor& v) {
 
 // The fused op and the composed one on the same f64 inputs (q, k, v share their batch dims):
 // outputs and gradients agree to f64 rounding.
-void check_matches_composed(const Tensor& q, const Tensor& k, const Tensor& v, const Case& c, double tolerance = 1e-12) {
+void check_matches_composed(const Tensor& q, const Tensor& k, const Tensor& v, const Case& c,
+                            double tolerance = 1e-12) {
   const Tensor weight = output_weight(q, v);
   const Run expected = run([&](const TensorList& in) { return composed(in[0], in[1], in[2], c); }, {q, k, v}, weight);
   const Run got = run([&](const TensorList& in) { return fused(in[0], in[1], in[2], c); }, {q, k, v}, weight);
@@ -73,7 +73,9 @@ void check_matches_composed(const Tensor& q, const Tensor& k, const Tensor& v, c
   }
 }
 
-Tensor input(const Shape& shape, DType dtype = DType::f64) { return randn(shape, {DType::f64}, &test::rng()).to(dtype); }
+Tensor input(const Shape& shape, DType dtype = DType::f64) {
+  return randn(shape, {DType::f64}, &test::rng()).to(dtype);
+}
 
 }  // namespace
 
@@ -93,11 +95,11 @@ TEST_CASE("fused attention equals the composed matmul-softmax-matmul in f64, for
 TEST_CASE("fused attention takes bool and float masks that broadcast over the batch, rows and columns") {
   const Tensor q = input({2, 3, 6, 4}), k = input({2, 3, 9, 4}), v = input({2, 3, 9, 5});
   Tensor keep = rand({6, 9}, {}, &test::rng()).gt(full({6, 9}, 0.3));
-  keep.select(1, 0).fill_(1.0);  // every row keeps a key (fully masked rows: their own test)
-  check_matches_composed(q, k, v, {.mask = keep});                                              // [L, S]
-  check_matches_composed(q, k, v, {.mask = input({2, 1, 6, 9})});                                 // float [B, 1, L, S]
+  keep.select(1, 0).fill_(1.0);                     // every row keeps a key (fully masked rows: their own test)
+  check_matches_composed(q, k, v, {.mask = keep});  // [L, S]
+  check_matches_composed(q, k, v, {.mask = input({2, 1, 6, 9})});  // float [B, 1, L, S]
   check_matches_composed(q, k, v, {.mask = rand({3, 1, 9}, {}, &test::rng()).gt(full({3, 1, 9}, -1.0))});  // [H, 1, S]
-  check_matches_composed(q, k, v, {.mask = input({9})});                                          // float [S]
+  check_matches_composed(q, k, v, {.mask = input({9})});                                                   // float [S]
 }
 
 TEST_CASE("fused attention broadcasts the leading dims of q, k and v") {
@@ -106,8 +108,12 @@ TEST_CASE("fused attention broadcasts the leading dims of q, k and v") {
   const auto expand = [](const TensorList& in) {
     return TensorList{in[0], in[1].expand({2, 3, 7, 4}), in[2].expand({2, 3, 7, 2})};
   };
-  const Run expected = run([&](const TensorList& in) { const TensorList e = expand(in); return composed(e[0], e[1], e[2], {}); },
-                           {q, k, v}, weight);
+  const Run expected = run(
+      [&](const TensorList& in) {
+        const TensorList e = expand(in);
+        return composed(e[0], e[1], e[2], {});
+      },
+      {q, k, v}, weight);
   const Run got = run([](const TensorList& in) { return fused(in[0], in[1], in[2], {}); }, {q, k, v}, weight);
   CHECK(test::max_abs_diff(got.out, expected.out) < 1e-12);
   for (size_t i = 0; i < 3; ++i) {
@@ -161,8 +167,9 @@ TEST_CASE("dropout: the fused attention equals the composed one given the same k
   CHECK(kept > 0.6);
   CHECK(kept < 0.8);
   const Tensor weight = output_weight(q, v);
-  const Run expected = run([&](const TensorList& in) { return composed(in[0], in[1], in[2], {.keep = keep, .dropout_p = p}); },
-                           {q, k, v}, weight);
+  const Run expected =
+      run([&](const TensorList& in) { return composed(in[0], in[1], in[2], {.keep = keep, .dropout_p = p}); },
+          {q, k, v}, weight);
   const Run got = run([&](const TensorList& in) { return fused(in[0], in[1], in[2], {.dropout_p = p}, &generator); },
                       {q, k, v}, weight);
   CHECK(generator.offset() == 17 + (2 * 3 * 70 * 9 + 3) / 4);  // the op reserved its draws
@@ -191,13 +198,16 @@ TEST_CASE("a fully masked row gives 0 and no gradient, as PyTorch's scaled_dot_p
   for (const Tensor& mask : {keep, added}) {
     CAPTURE(mask.dtype());
     const Tensor weight = output_weight(q, v);
-    const Run got = run([&](const TensorList& in) { return fused(in[0], in[1], in[2], {.mask = mask}); }, {q, k, v}, weight);
+    const Run got =
+        run([&](const TensorList& in) { return fused(in[0], in[1], in[2], {.mask = mask}); }, {q, k, v}, weight);
     CHECK(test::values(got.out.select(1, 1).abs().sum())[0] == 0.0);
     CHECK(test::values(got.grads[0].select(1, 1).abs().sum())[0] == 0.0);
     // The other rows are the composed attention of those rows alone.
     const Tensor rows = tensor(std::vector<int64_t>{0, 2});
     const Run expected = run(
-        [&](const TensorList& in) { return composed(in[0].index_select(1, rows), in[1], in[2], {.mask = mask.index_select(0, rows)}); },
+        [&](const TensorList& in) {
+          return composed(in[0].index_select(1, rows), in[1], in[2], {.mask = mask.index_select(0, rows)});
+        },
         {q, k, v}, weight.index_select(1, rows));
     CHECK(test::max_abs_diff(got.out.index_select(1, rows), expected.out) < 1e-12);
     CHECK(test::max_abs_diff(got.grads[1], expected.grads[1]) < 1e-12);
@@ -208,8 +218,8 @@ TEST_CASE("a fully masked row gives 0 and no gradient, as PyTorch's scaled_dot_p
 TEST_CASE("f32 fused attention is within 1e-5 of the f64 composed reference at T = 200") {
   const Tensor q = input({2, 2, 200, 32}), k = input({2, 2, 200, 32}), v = input({2, 2, 200, 32});
   const Tensor weight = output_weight(q, v);
-  const Run expected = run([](const TensorList& in) { return composed(in[0], in[1], in[2], {.causal = true}); },
-                           {q, k, v}, weight);
+  const Run expected =
+      run([](const TensorList& in) { return composed(in[0], in[1], in[2], {.causal = true}); }, {q, k, v}, weight);
   const Run got = run([](const TensorList& in) { return fused(in[0], in[1], in[2], {.causal = true}); },
                       {q.to(DType::f32), k.to(DType::f32), v.to(DType::f32)}, weight);
   CHECK(got.out.dtype() == DType::f32);
@@ -229,7 +239,8 @@ TEST_CASE("f16 and bf16 fused attention accumulate in f32 and round once") {
     const Run wide = run(f, {q.to(DType::f32), k.to(DType::f32), v.to(DType::f32)}, weight.to(DType::f32));
     CHECK(low.out.dtype() == dtype);
     CHECK(test::max_abs_diff(low.out.to(DType::f32), wide.out) < tolerance);
-    for (size_t i = 0; i < 3; ++i) CHECK(test::max_abs_diff(low.grads[i].to(DType::f32), wide.grads[i]) < 4 * tolerance);
+    for (size_t i = 0; i < 3; ++i)
+      CHECK(test::max_abs_diff(low.grads[i].to(DType::f32), wide.grads[i]) < 4 * tolerance);
   }
 }
 
@@ -253,18 +264,22 @@ TEST_CASE("the fused attention gives the same bits on 1 and 2 threads") {
 
 TEST_CASE("fused attention errors name both shapes") {
   const Tensor q = input({2, 3, 4}), k = input({2, 5, 4}), v = input({2, 5, 6});
-  CHECK_THROWS_WITH_AS(fused(q, input({2, 5, 3}), v, {}),
-                       doctest::Contains("query of shape [2, 3, 4] and key of shape [2, 5, 3] differ in their last dim (E)"), Error);
-  CHECK_THROWS_WITH_AS(fused(q, k, input({2, 4, 6}), {}),
-                       doctest::Contains("key of shape [2, 5, 4] and value of shape [2, 4, 6] differ in their sequence dim (S)"), Error);
+  CHECK_THROWS_WITH_AS(
+      fused(q, input({2, 5, 3}), v, {}),
+      doctest::Contains("query of shape [2, 3, 4] and key of shape [2, 5, 3] differ in their last dim (E)"), Error);
+  CHECK_THROWS_WITH_AS(
+      fused(q, k, input({2, 4, 6}), {}),
+      doctest::Contains("key of shape [2, 5, 4] and value of shape [2, 4, 6] differ in their sequence dim (S)"), Error);
   CHECK_THROWS_WITH_AS(fused(q, k, v, {.mask = ones({3, 4}, {DType::boolean})}),
-                       doctest::Contains("attn_mask of shape [3, 4] does not broadcast to the scores' shape [2, 3, 5]"), Error);
+                       doctest::Contains("attn_mask of shape [3, 4] does not broadcast to the scores' shape [2, 3, 5]"),
+                       Error);
   CHECK_THROWS_WITH_AS(fused(q, k, v, {.mask = ones({3, 5}, {DType::boolean}), .causal = true}),
                        doctest::Contains("is_causal"), Error);
   CHECK_THROWS_WITH_AS(fused(q, k, v, {.mask = ones({3, 5}, {DType::f32})}),
                        doctest::Contains("attn_mask must be bool or f64 (the query's dtype), got f32"), Error);
   CHECK_THROWS_WITH_AS(fused(q, k.to(DType::f32), v, {}), doctest::Contains("one floating dtype"), Error);
-  CHECK_THROWS_WITH_AS(fused(q, input({3, 5, 4}), input({3, 5, 6}), {}), doctest::Contains("scaled_dot_product_attention"), Error);
+  CHECK_THROWS_WITH_AS(fused(q, input({3, 5, 4}), input({3, 5, 6}), {}),
+                       doctest::Contains("scaled_dot_product_attention"), Error);
 }
 
 TEST_CASE("a mask modified in place between forward and backward is refused, as any saved tensor") {

@@ -81,9 +81,7 @@ TEST_CASE("NoGradGuard records no history and restores the mode") {
     Tensor y = x * 2.0;
     CHECK_FALSE(y.requires_grad());
     CHECK(y.grad_fn() == nullptr);
-    {
-      NoGradGuard nested;
-    }
+    { NoGradGuard nested; }
     CHECK_FALSE(GradMode::is_enabled());
   }
   CHECK(GradMode::is_enabled());
@@ -208,8 +206,8 @@ TEST_CASE("modifying a saved tensor in place makes backward fail instead of comp
 TEST_CASE("in-place ops on non-leaves are differentiable") {
   Tensor x = test::rand_input({4});
   Tensor y = x * 2.0;
-  y.mul_(x);          // y = 2x^2
-  y.add_(x, 3.0);     // y = 2x^2 + 3x
+  y.mul_(x);       // y = 2x^2
+  y.add_(x, 3.0);  // y = 2x^2 + 3x
   y.sum().backward();
   CHECK(test::max_abs_diff(x.grad(), x.detach() * 4.0 + 3.0) < 1e-12);
 }
@@ -240,9 +238,9 @@ TEST_CASE("gradcheck reports a wrong derivative") {
   // A deliberately wrong backward: claims d/dx x^2 = x.
   auto wrong_square = [](const TensorList& in) {
     Tensor out = in[0].detach() * in[0].detach();
-    return autograd::record_view("WrongSquare", out, in[0], [x = in[0].detach()](const Tensor& g, const autograd::NeedsGrad&) {
-      return TensorList{g * x};
-    });
+    return autograd::record_view(
+        "WrongSquare", out, in[0],
+        [x = in[0].detach()](const Tensor& g, const autograd::NeedsGrad&) { return TensorList{g * x}; });
   };
   const auto result = gradcheck(wrong_square, {test::rand_input({3}, 0.5, 1.0)});
   CHECK_FALSE(result.ok);

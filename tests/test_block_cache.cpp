@@ -20,16 +20,15 @@ struct CountingBackend {
   std::set<void*> live;
 
   BlockCache::Backend backend() {
-    return {.allocate =
-                [this](size_t size) -> void* {
-                  if (live_bytes + size > limit_bytes) return nullptr;
-                  void* block = std::malloc(size);
-                  ++allocations;
-                  live_bytes += size;
-                  live.insert(block);
-                  sizes[block] = size;
-                  return block;
-                },
+    return {.allocate = [this](size_t size) -> void* {
+              if (live_bytes + size > limit_bytes) return nullptr;
+              void* block = std::malloc(size);
+              ++allocations;
+              live_bytes += size;
+              live.insert(block);
+              sizes[block] = size;
+              return block;
+            },
             .release =
                 [this](void* block) {
                   ++releases;
@@ -104,7 +103,7 @@ TEST_CASE("out of memory: the cache is emptied and the request retried; if it st
   counting.limit_bytes = 3 << 20;
   BlockCache cache(counting.backend(), "cuda:7");
   void* a = cache.allocate(2 << 20);
-  cache.deallocate(a, 2 << 20);  // cached: the backend still holds 2 MiB
+  cache.deallocate(a, 2 << 20);       // cached: the backend still holds 2 MiB
   void* b = cache.allocate(3 << 20);  // needs the cached 2 MiB back
   CHECK(b != nullptr);
   CHECK(counting.releases == 1);

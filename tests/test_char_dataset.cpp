@@ -59,8 +59,8 @@ TEST_CASE("the vocabulary encodes and decodes through its UTF-8 form, and names 
   const data::CharVocabulary restored = data::CharVocabulary::from_utf8(vocabulary.to_utf8());
   CHECK(restored.characters() == vocabulary.characters());
   CHECK(restored.encode(U"ab\n") == std::vector<int64_t>{1, 2, 0});
-  CHECK_THROWS_WITH_AS(restored.encode(U"abz"), doctest::Contains("character U+7A ('z') at position 2 is not in the vocabulary of 4"),
-                       Error);
+  CHECK_THROWS_WITH_AS(restored.encode(U"abz"),
+                       doctest::Contains("character U+7A ('z') at position 2 is not in the vocabulary of 4"), Error);
   CHECK_THROWS_WITH_AS(restored.decode({0, 4}), doctest::Contains("id 4 at position 1 is outside [0, 4)"), Error);
 }
 
@@ -77,15 +77,15 @@ TEST_CASE("CharDataset names the file that is missing, empty, too short or not U
                        has(short_file + " has 2 characters after truncate 0.5"), Error);
   const std::string latin1 = write_file(dir.path() + "/latin1.txt", "caf\xe9 au lait");
   CHECK_THROWS_WITH_AS(CharDataset::from_file(latin1, 4),
-                       has(latin1 + ": invalid UTF-8 at byte offset 4 (expected a continuation byte)"),
+                       has(latin1 + ": invalid UTF-8 at byte offset 4 (expected a continuation byte)"), Error);
+  CHECK_THROWS_WITH_AS(data::decode_utf8("ab\xe2\x82", "cut"),
+                       doctest::Contains("cut: invalid UTF-8 at byte offset 2 (a character cut short"), Error);
+  CHECK_THROWS_WITH_AS(data::decode_utf8("a\xc0\xaf", "overlong"),
+                       doctest::Contains("overlong: invalid UTF-8 at byte offset 1"), Error);
+  CHECK_THROWS_WITH_AS(data::decode_utf8("\xed\xa0\x80", "surrogate"),
+                       doctest::Contains("U+D800 is overlong, a surrogate"), Error);
+  CHECK_THROWS_WITH_AS(data::decode_utf8("\xff", "lead"), doctest::Contains("byte 0xff cannot start a character"),
                        Error);
-  CHECK_THROWS_WITH_AS(data::decode_utf8("ab\xe2\x82", "cut"), doctest::Contains("cut: invalid UTF-8 at byte offset 2 (a character cut short"),
-                       Error);
-  CHECK_THROWS_WITH_AS(data::decode_utf8("a\xc0\xaf", "overlong"), doctest::Contains("overlong: invalid UTF-8 at byte offset 1"),
-                       Error);
-  CHECK_THROWS_WITH_AS(data::decode_utf8("\xed\xa0\x80", "surrogate"), doctest::Contains("U+D800 is overlong, a surrogate"),
-                       Error);
-  CHECK_THROWS_WITH_AS(data::decode_utf8("\xff", "lead"), doctest::Contains("byte 0xff cannot start a character"), Error);
   CHECK_THROWS_WITH_AS(CharDataset("abc", 0), doctest::Contains("block_size must be >= 1, got 0"), Error);
   CHECK_THROWS_WITH_AS(CharDataset("abc", 1, 0.0), doctest::Contains("truncate must lie in (0, 1], got 0"), Error);
 }

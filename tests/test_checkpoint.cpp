@@ -24,8 +24,8 @@ struct TempDir {
   fs::path path;
   TempDir() {
     static int counter = 0;
-    path = fs::temp_directory_path() / ("sg_test_checkpoint_" + std::to_string(::getpid()) + "_" +
-                                        std::to_string(counter++));
+    path = fs::temp_directory_path() /
+           ("sg_test_checkpoint_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
     fs::remove_all(path);
     fs::create_directories(path);
   }
@@ -38,9 +38,7 @@ std::string read_bytes(const std::string& path) {
   return std::string(std::istreambuf_iterator<char>(in), {});
 }
 
-void write_bytes(const std::string& path, const std::string& bytes) {
-  std::ofstream(path, std::ios::binary) << bytes;
-}
+void write_bytes(const std::string& path, const std::string& bytes) { std::ofstream(path, std::ios::binary) << bytes; }
 
 // A file made of an 8-byte little-endian length, `header` and `data`.
 std::string safetensors_bytes(const std::string& header, const std::string& data, uint64_t length) {
@@ -125,9 +123,8 @@ TEST_CASE("the file layout is the published one, readable with no library") {
                    {{"k", "v"}});
   const std::string bytes = read_bytes(path);
   // Keys in name order, tensors back to back in name order, header padded to 8 bytes.
-  const std::string header =
-      R"({"__metadata__":{"k":"v"},"a":{"data_offsets":[0,1],"dtype":"U8","shape":[]},)"
-      R"("b":{"data_offsets":[1,9],"dtype":"F32","shape":[2]}})";
+  const std::string header = R"({"__metadata__":{"k":"v"},"a":{"data_offsets":[0,1],"dtype":"U8","shape":[]},)"
+                             R"("b":{"data_offsets":[1,9],"dtype":"F32","shape":[2]}})";
   const std::string padded = header + std::string((8 - header.size() % 8) % 8, ' ');
   float values[2] = {1.0f, -2.0f};
   std::string data(1, '\x01');
@@ -143,7 +140,8 @@ TEST_CASE("load_safetensors names the file and the problem in a corrupt file") {
   const std::string eight_bytes(8, '\0');
   auto check_error = [&](const std::string& bytes, const std::string& problem) {
     write_bytes(path, bytes);
-    CHECK_THROWS_WITH_AS(load_safetensors(path), doctest::Contains(("load_safetensors: " + path + ": ").c_str()), Error);
+    CHECK_THROWS_WITH_AS(load_safetensors(path), doctest::Contains(("load_safetensors: " + path + ": ").c_str()),
+                         Error);
     CHECK_THROWS_WITH_AS(load_safetensors(path), doctest::Contains(problem.c_str()), Error);
   };
   write_bytes(path, safetensors_bytes(good_header, eight_bytes));
@@ -161,9 +159,9 @@ TEST_CASE("load_safetensors names the file and the problem in a corrupt file") {
               "need 12 bytes, but data_offsets span 8");
   check_error(safetensors_bytes(R"({"x":{"dtype":"F32","shape":[-2],"data_offsets":[0,8]}})", eight_bytes),
               "holds something other than a size");
-  check_error(safetensors_bytes(R"({"x":{"dtype":"F32","shape":[4611686018427387904, 4],"data_offsets":[0,8]}})",
-                                eight_bytes),
-              "need more bytes");
+  check_error(
+      safetensors_bytes(R"({"x":{"dtype":"F32","shape":[4611686018427387904, 4],"data_offsets":[0,8]}})", eight_bytes),
+      "need more bytes");
   check_error(safetensors_bytes(R"({"x":{"dtype":"U8","shape":[2],"data_offsets":[4,2]}})", eight_bytes),
               "data_offsets [4, 2] lie outside");
   check_error(safetensors_bytes(R"({"x":{"dtype":"U8","shape":[4],"data_offsets":[0,4]},)"
@@ -251,8 +249,7 @@ TEST_CASE("save_safetensors checks its tensors before touching the file") {
   const std::string before = read_bytes(path);
   CHECK_THROWS_WITH_AS(save_safetensors(path, {{"a", ones({2})}, {"b", Tensor()}}),
                        doctest::Contains("tensor 'b' is undefined"), Error);
-  CHECK_THROWS_WITH_AS(save_safetensors(path, {{"__metadata__", ones({2})}}), doctest::Contains("cannot name"),
-                       Error);
+  CHECK_THROWS_WITH_AS(save_safetensors(path, {{"__metadata__", ones({2})}}), doctest::Contains("cannot name"), Error);
   CHECK(read_bytes(path) == before);
 }
 
@@ -263,10 +260,11 @@ TEST_CASE("an atomic write that fails leaves the old file intact and no temporar
   CHECK(read_bytes(path) == "old");
 
   SUBCASE("the writer throws midway") {
-    CHECK_THROWS_WITH_AS(write_file_atomically(path, [](const ByteWriter& write) {
-                           write("new contents", 12);
-                           throw Error("the third tensor is on a lost device");
-                         }),
+    CHECK_THROWS_WITH_AS(write_file_atomically(path,
+                                               [](const ByteWriter& write) {
+                                                 write("new contents", 12);
+                                                 throw Error("the third tensor is on a lost device");
+                                               }),
                          doctest::Contains((path + ": the third tensor is on a lost device").c_str()), Error);
   }
   SUBCASE("the rename fails (the target is a non-empty directory)") {
@@ -290,10 +288,11 @@ TEST_CASE("an atomic write that throws something other than a std::exception lea
   TempDir dir;
   const std::string path = dir / "state.bin";
   write_file_atomically(path, [](const ByteWriter& write) { write("old", 3); });
-  CHECK_THROWS_AS(write_file_atomically(path, [](const ByteWriter& write) {
-                    write("new", 3);
-                    throw 42;
-                  }),
+  CHECK_THROWS_AS(write_file_atomically(path,
+                                        [](const ByteWriter& write) {
+                                          write("new", 3);
+                                          throw 42;
+                                        }),
                   int);
   CHECK(read_bytes(path) == "old");
   CHECK(!fs::exists(path + ".tmp." + std::to_string(::getpid())));
@@ -373,16 +372,17 @@ TEST_CASE("loading a checkpoint into a different model lists the offending keys"
   }
 
   struct Other : nn::Module {
-    Other() { register_parameter("w1", zeros({3, 4}, {DType::f64})); register_parameter("extra", zeros({1})); }
+    Other() {
+      register_parameter("w1", zeros({3, 4}, {DType::f64}));
+      register_parameter("extra", zeros({1}));
+    }
   } other;
   CHECK_THROWS_WITH_AS(optim::load_checkpoint(path, other), doctest::Contains("missing keys: extra"), Error);
-  CHECK_THROWS_WITH_AS(optim::load_checkpoint(path, other), doctest::Contains("unexpected keys: b1, steps, w2"),
-                       Error);
+  CHECK_THROWS_WITH_AS(optim::load_checkpoint(path, other), doctest::Contains("unexpected keys: b1, steps, w2"), Error);
   CHECK_NOTHROW(optim::load_checkpoint(path, other, nullptr, /*strict=*/false));
 
   optim::SGD sgd(saved.parameters());
-  CHECK_THROWS_WITH_AS(optim::load_checkpoint(path, saved, &sgd), doctest::Contains("holds no optimizer state"),
-                       Error);
+  CHECK_THROWS_WITH_AS(optim::load_checkpoint(path, saved, &sgd), doctest::Contains("holds no optimizer state"), Error);
   CHECK_THROWS_WITH_AS(optim::save_checkpoint(path, saved, nullptr, {{"optimizer", "x"}}),
                        doctest::Contains("reserved"), Error);
 }
@@ -405,8 +405,7 @@ TEST_CASE("a checkpoint tensor relabelled to another dtype of the same size is r
 
   write_bytes(path, replaced_after(bytes, R"("optimizer.state.0.exp_avg")", "F64", "I64"));
   optim::Adam target_optimizer(target.parameters());
-  CHECK_THROWS_WITH_AS(optim::load_checkpoint(path, target, &target_optimizer), doctest::Contains(path.c_str()),
-                       Error);
+  CHECK_THROWS_WITH_AS(optim::load_checkpoint(path, target, &target_optimizer), doctest::Contains(path.c_str()), Error);
   CHECK_THROWS_WITH_AS(optim::load_checkpoint(path, target, &target_optimizer),
                        doctest::Contains("state.0.exp_avg is i64, its parameter f64"), Error);
 }
@@ -440,8 +439,13 @@ TEST_CASE("a checkpoint with a negative lr or step count is refused, naming the 
 }
 
 TEST_CASE("metadata_integer reads a whole base-10 number in range, else names the file and the key") {
-  const optim::Metadata metadata{{"epoch", "3"}, {"negative", "-5"}, {"suffix", "1abc"}, {"space", " 7"},
-                                 {"plus", "+7"},  {"empty", ""},     {"huge", "99999999999999999999"}};
+  const optim::Metadata metadata{{"epoch", "3"},
+                                 {"negative", "-5"},
+                                 {"suffix", "1abc"},
+                                 {"space", " 7"},
+                                 {"plus", "+7"},
+                                 {"empty", ""},
+                                 {"huge", "99999999999999999999"}};
   CHECK(optim::metadata_integer(metadata, "epoch", "run.safetensors", 0, 10) == 3);
   const auto error_of = [&](const std::string& key) {
     try {

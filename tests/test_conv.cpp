@@ -63,10 +63,11 @@ Tensor reference_conv2d(const Tensor& x, const Tensor& w, const Tensor& b, Size2
   const Shape out_shape = conv_out_shape(x.sizes(), w.sizes(), a);
   std::vector<double> out(numel_of(out_shape));
   for (int64_t i = 0; i < numel_of(out_shape); ++i) out[i] = bv[i / (out_shape[2] * out_shape[3]) % out_shape[1]];
-  for_each_conv_tap(x.sizes(), w.sizes(), out_shape, a, [&](auto n, auto k, auto channel, auto p, auto q, auto c, auto r,
-                                                            auto s, auto ih, auto iw) {
-    out[at4(out_shape, n, k, p, q)] += wv[at4(w.sizes(), k, c, r, s)] * xv[at4(x.sizes(), n, channel, ih, iw)];
-  });
+  for_each_conv_tap(x.sizes(), w.sizes(), out_shape, a,
+                    [&](auto n, auto k, auto channel, auto p, auto q, auto c, auto r, auto s, auto ih, auto iw) {
+                      out[at4(out_shape, n, k, p, q)] +=
+                          wv[at4(w.sizes(), k, c, r, s)] * xv[at4(x.sizes(), n, channel, ih, iw)];
+                    });
   return tensor(out, out_shape);
 }
 
@@ -75,12 +76,12 @@ Tensor reference_conv2d(const Tensor& x, const Tensor& w, const Tensor& b, Size2
 std::pair<Tensor, Tensor> reference_conv2d_grads(const Tensor& x, const Tensor& w, const Tensor& g, const ConvArgs& a) {
   const std::vector<double> xv = test::values(x), wv = test::values(w), gv = test::values(g);
   std::vector<double> grad_x(x.numel()), grad_w(w.numel());
-  for_each_conv_tap(x.sizes(), w.sizes(), g.sizes(), a, [&](auto n, auto k, auto channel, auto p, auto q, auto c, auto r,
-                                                            auto s, auto ih, auto iw) {
-    const double grad = gv[at4(g.sizes(), n, k, p, q)];
-    grad_x[at4(x.sizes(), n, channel, ih, iw)] += wv[at4(w.sizes(), k, c, r, s)] * grad;
-    grad_w[at4(w.sizes(), k, c, r, s)] += xv[at4(x.sizes(), n, channel, ih, iw)] * grad;
-  });
+  for_each_conv_tap(x.sizes(), w.sizes(), g.sizes(), a,
+                    [&](auto n, auto k, auto channel, auto p, auto q, auto c, auto r, auto s, auto ih, auto iw) {
+                      const double grad = gv[at4(g.sizes(), n, k, p, q)];
+                      grad_x[at4(x.sizes(), n, channel, ih, iw)] += wv[at4(w.sizes(), k, c, r, s)] * grad;
+                      grad_w[at4(w.sizes(), k, c, r, s)] += xv[at4(x.sizes(), n, channel, ih, iw)] * grad;
+                    });
   return {tensor(grad_x, x.sizes()), tensor(grad_w, w.sizes())};
 }
 
@@ -122,7 +123,8 @@ ReferencePool reference_pool(const Tensor& x, bool is_max, Size2 kernel, Size2 s
               best_index = ih * W + iw;
             }
           }
-        result.values.push_back(is_max ? best : (inside == 0 ? 0.0 : sum / double(count_include_pad ? counted : inside)));
+        result.values.push_back(is_max ? best
+                                       : (inside == 0 ? 0.0 : sum / double(count_include_pad ? counted : inside)));
         result.indices.push_back(static_cast<double>(best_index));
       }
   return result;
@@ -235,8 +237,9 @@ TEST_CASE("conv2d gradients for input, weight and bias pass gradcheck") {
        }) {
     INFO("input ", shape_str(c.input), " weight ", shape_str(c.weight));
     const Tensor x = test::rand_input(c.input), w = test::rand_input(c.weight), b = test::rand_input({c.weight[0]});
-    CHECK_GRADCHECK([&](const TensorList& in) { return conv2d(in[0], in[1], in[2], c.stride, c.padding, c.dilation, c.groups); },
-                    {x, w, b});
+    CHECK_GRADCHECK(
+        [&](const TensorList& in) { return conv2d(in[0], in[1], in[2], c.stride, c.padding, c.dilation, c.groups); },
+        {x, w, b});
   }
 }
 
@@ -249,8 +252,7 @@ TEST_CASE("conv2d unfolds a large image in bands of output rows and still matche
   // An f64 col above 1 MB per image is split into bands (Note [Bands of output rows] in core/cpu/conv.cpp):
   // 16 channels x 3 x 3 taps x 36 columns x 8 bytes = 41 KB per output row, so 40 rows make two bands.
   for (const auto& [x_shape, w_shape, args] : std::vector<std::tuple<Shape, Shape, ConvArgs>>{
-           {{2, 16, 40, 36}, {4, 16, 3, 3}, {1, 1, 1, 1}},
-           {{1, 64, 40, 36}, {8, 32, 3, 3}, {2, {1, 2}, 1, 2}}}) {
+           {{2, 16, 40, 36}, {4, 16, 3, 3}, {1, 1, 1, 1}}, {{1, 64, 40, 36}, {8, 32, 3, 3}, {2, {1, 2}, 1, 2}}}) {
     INFO("input ", shape_str(x_shape), " weight ", shape_str(w_shape));
     const Tensor x = randn_of(x_shape).requires_grad_(), w = randn_of(w_shape).requires_grad_();
     const Tensor out = conv2d(x, w, Tensor(), args.stride, args.padding, args.dilation, args.groups);
@@ -258,8 +260,8 @@ TEST_CASE("conv2d unfolds a large image in bands of output rows and still matche
     out.backward(g);
     const auto [grad_x, grad_w] = reference_conv2d_grads(x, w, g, args);
     // Sums of up to ~14000 products of N(0, 1) values: f64 rounding differences stay below 1e-10.
-    CHECK(test::max_abs_diff(out, reference_conv2d(x, w, Tensor(), args.stride, args.padding, args.dilation,
-                                                   args.groups)) <= 1e-10);
+    CHECK(test::max_abs_diff(
+              out, reference_conv2d(x, w, Tensor(), args.stride, args.padding, args.dilation, args.groups)) <= 1e-10);
     CHECK(test::max_abs_diff(x.grad(), grad_x) <= 1e-10);
     CHECK(test::max_abs_diff(w.grad(), grad_w) <= 1e-10);
   }
@@ -412,9 +414,8 @@ double relative_diff(const Tensor& actual, const Tensor& expected) {
 void check_fast_path(const ConvCase& c, const Tensor& x, const Tensor& w, const Tensor& b, const Tensor& g,
                      double tolerance) {
   const Conv2dParams params{c.stride, c.padding, c.dilation, c.groups};
-  CHECK(std::any_of(kConvPasses.begin(), kConvPasses.end(), [&](cpu::ConvPass pass) {
-    return runs_on_onednn(pass, c.input, c.weight, x.dtype(), params);
-  }));
+  CHECK(std::any_of(kConvPasses.begin(), kConvPasses.end(),
+                    [&](cpu::ConvPass pass) { return runs_on_onednn(pass, c.input, c.weight, x.dtype(), params); }));
   const ConvPassResults fast = run_conv_passes(false, x, w, b, g, params);
   const ConvPassResults reference = run_conv_passes(true, x, w, b, g, params);
   CHECK(fast.out.dtype() == x.dtype());
@@ -438,12 +439,12 @@ TEST_CASE("conv2d runs oneDNN's blocked kernels where they pay off and the im2co
   };
   for (const Expected& e : std::vector<Expected>{
            {{2, 32, 14, 14}, {64, 32, 5, 5}, {1, 2, 1, 1}, {true, true, true}},
-           {{2, 1, 28, 28}, {32, 1, 5, 5}, {1, 2, 1, 1}, {true, false, false}},      // one input channel
-           {{1, 3, 32, 32}, {16, 3, 7, 7}, {2, 3, 1, 1}, {true, false, true}},       // a stem's 3 channels
-           {{2, 64, 14, 14}, {64, 64, 3, 3}, {1, 1, 1, 1}, {true, true, false}},     // 64 x 64 channels and more
-           {{2, 64, 8, 8}, {128, 64, 1, 1}, {2, 0, 1, 1}, {false, false, false}},    // 1x1
-           {{2, 32, 8, 8}, {32, 1, 3, 3}, {1, 1, 1, 32}, {true, true, true}},        // depthwise
-           {{1, 12, 6, 5}, {9, 4, 2, 3}, {1, 0, 1, 3}, {false, false, false}},       // odd group sizes
+           {{2, 1, 28, 28}, {32, 1, 5, 5}, {1, 2, 1, 1}, {true, false, false}},    // one input channel
+           {{1, 3, 32, 32}, {16, 3, 7, 7}, {2, 3, 1, 1}, {true, false, true}},     // a stem's 3 channels
+           {{2, 64, 14, 14}, {64, 64, 3, 3}, {1, 1, 1, 1}, {true, true, false}},   // 64 x 64 channels and more
+           {{2, 64, 8, 8}, {128, 64, 1, 1}, {2, 0, 1, 1}, {false, false, false}},  // 1x1
+           {{2, 32, 8, 8}, {32, 1, 3, 3}, {1, 1, 1, 32}, {true, true, true}},      // depthwise
+           {{1, 12, 6, 5}, {9, 4, 2, 3}, {1, 0, 1, 3}, {false, false, false}},     // odd group sizes
        }) {
     INFO("input ", shape_str(e.input), " weight ", shape_str(e.weight), " groups ", e.params.groups);
     for (size_t pass = 0; pass < kConvPasses.size(); ++pass) {
@@ -472,8 +473,7 @@ TEST_CASE("conv2d's fast path matches the im2col reference in bf16 in all three 
     const Tensor x = randn_of(c.input, DType::bf16), w = randn_of(c.weight, DType::bf16);
     // Both paths compute in f32 and round once to bf16; f32 results a few roundings apart can round
     // to neighbouring bf16 values: one bf16 step, 2^-7 of the largest value at most.
-    check_fast_path(c, x, w, randn_of({c.weight[0]}, DType::bf16), randn_of(out_shape_of(c), DType::bf16),
-                    1.0 / 128);
+    check_fast_path(c, x, w, randn_of({c.weight[0]}, DType::bf16), randn_of(out_shape_of(c), DType::bf16), 1.0 / 128);
   }
 }
 
@@ -494,8 +494,8 @@ TEST_CASE("conv2d's fast path reads permuted and sliced views in all three passe
     // The views give what their contiguous copies give, bit for bit: the same kernels run on the same values.
     const Conv2dParams params{c.stride, c.padding, c.dilation, c.groups};
     const ConvPassResults views = run_conv_passes(false, x, w, b, g, params);
-    const ConvPassResults copies = run_conv_passes(false, x.contiguous(), w.contiguous(), b.contiguous(),
-                                                   g.contiguous(), params);
+    const ConvPassResults copies =
+        run_conv_passes(false, x.contiguous(), w.contiguous(), b.contiguous(), g.contiguous(), params);
     CHECK(test::values(views.out) == test::values(copies.out));
     CHECK(test::values(views.grad_input) == test::values(copies.grad_input));
     CHECK(test::values(views.grad_weight) == test::values(copies.grad_weight));
@@ -548,7 +548,7 @@ TEST_CASE("conv2d's fast path is bit-identical run to run at 1 and at 2 threads"
   // ResNet-like shapes on oneDNN's blocked kernels: a 3x3 convolution (all three passes) and a 7x7
   // stride-2 stem (forward and weight gradient), whose weight gradients sum over the batch.
   for (const ConvCase& c : std::vector<ConvCase>{{{4, 32, 14, 14}, {32, 32, 3, 3}, 1, 1, 1, 1},
-                                                {{4, 3, 32, 32}, {16, 3, 7, 7}, 2, 3, 1, 1}}) {
+                                                 {{4, 3, 32, 32}, {16, 3, 7, 7}, 2, 3, 1, 1}}) {
     INFO("input ", shape_str(c.input), " weight ", shape_str(c.weight));
     const Tensor x = randn_of(c.input, DType::f32), w = randn_of(c.weight, DType::f32);
     const Tensor b = randn_of({c.weight[0]}, DType::f32), g = randn_of(out_shape_of(c), DType::f32);
@@ -604,7 +604,8 @@ TEST_CASE("max_pool2d matches a direct reference with padding, dilation, ceil_mo
     INFO("kernel ", c.kernel.str(), " stride ", c.stride.str(), " padding ", c.padding.str(), " dilation ",
          c.dilation.str(), " ceil_mode ", c.ceil_mode);
     const auto [out, indices] = max_pool2d_with_indices(x, c.kernel, c.stride, c.padding, c.dilation, c.ceil_mode);
-    const ReferencePool expected = reference_pool(x, true, c.kernel, c.stride, c.padding, c.dilation, c.ceil_mode, false);
+    const ReferencePool expected =
+        reference_pool(x, true, c.kernel, c.stride, c.padding, c.dilation, c.ceil_mode, false);
     CHECK(test::values(out) == expected.values);
     CHECK(test::values(indices) == expected.indices);
   }
@@ -614,7 +615,8 @@ TEST_CASE("avg_pool2d divides as PyTorch does with padding, count_include_pad, c
   const Tensor x = arange(1, 10, 1, {DType::f64}).reshape({1, 1, 3, 3});
   CHECK(test::values(avg_pool2d(x, 2, 1)) == std::vector<double>{3, 4, 6, 7});
   CHECK(test::values(avg_pool2d(x, 2, 2, 1)) == std::vector<double>{0.25, 1.25, 2.75, 7});
-  CHECK(test::values(avg_pool2d(x, 2, 2, 1, false, /*count_include_pad=*/false)) == std::vector<double>{1, 2.5, 5.5, 7});
+  CHECK(test::values(avg_pool2d(x, 2, 2, 1, false, /*count_include_pad=*/false)) ==
+        std::vector<double>{1, 2.5, 5.5, 7});
   CHECK(test::values(avg_pool2d(x, 2, 2, 0, /*ceil_mode=*/true)) == std::vector<double>{3, 4.5, 7.5, 9});
   CHECK(test::values(avg_pool2d(x, 2, 2, 0, true, true, /*divisor_override=*/3)) == std::vector<double>{4, 3, 5, 3});
 }
@@ -629,8 +631,8 @@ TEST_CASE("avg_pool2d matches a direct reference on odd shapes") {
                                          {3, 2, 1, true, false},
                                          {{2, 3}, {3, 2}, {1, 0}, false, true},
                                          {{4, 2}, 3, {2, 1}, true, false}}) {
-    INFO("kernel ", c.kernel.str(), " stride ", c.stride.str(), " padding ", c.padding.str(), " ceil_mode ", c.ceil_mode,
-         " count_include_pad ", c.count_include_pad);
+    INFO("kernel ", c.kernel.str(), " stride ", c.stride.str(), " padding ", c.padding.str(), " ceil_mode ",
+         c.ceil_mode, " count_include_pad ", c.count_include_pad);
     const Tensor out = avg_pool2d(x, c.kernel, c.stride, c.padding, c.ceil_mode, c.count_include_pad);
     const std::vector<double> expected =
         reference_pool(x, false, c.kernel, c.stride, c.padding, 1, c.ceil_mode, c.count_include_pad).values;
@@ -658,7 +660,8 @@ TEST_CASE("pooling gradients pass gradcheck") {
   CHECK_GRADCHECK([](const TensorList& in) { return avg_pool2d(in[0], 3, 2, 1, true, false); }, {y});
   CHECK_GRADCHECK([](const TensorList& in) { return avg_pool2d(in[0], {2, 3}, Size2{1, 2}, 0, false, true, 5); }, {y});
   CHECK_GRADCHECK([](const TensorList& in) { return adaptive_avg_pool2d(in[0], {3, 4}); }, {y});
-  CHECK_GRADCHECK([](const TensorList& in) { return adaptive_avg_pool2d(in[0], 1); }, {test::noncontiguous_input({2, 2, 3, 5})});
+  CHECK_GRADCHECK([](const TensorList& in) { return adaptive_avg_pool2d(in[0], 1); },
+                  {test::noncontiguous_input({2, 2, 3, 5})});
 }
 
 TEST_CASE("pooling of an unbatched input and on 1 or 2 threads gives the same values") {

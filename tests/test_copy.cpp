@@ -32,7 +32,8 @@ TEST_CASE("a transposing copy converts dtypes on the way") {
   const double* data = converted.data_ptr<double>();
   int64_t mismatches = 0;
   for (int64_t i = 0; i < 33; ++i)
-    for (int64_t j = 0; j < 40; ++j) mismatches += data[i * 40 + j] != static_cast<double>(x.data_ptr<float>()[j * 33 + i]);
+    for (int64_t j = 0; j < 40; ++j)
+      mismatches += data[i * 40 + j] != static_cast<double>(x.data_ptr<float>()[j * 33 + i]);
   CHECK(mismatches == 0);
 }
 

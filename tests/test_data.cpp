@@ -9,9 +9,9 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
-#include <ranges>
 #include <iterator>
 #include <map>
+#include <ranges>
 #include <set>
 #include <string>
 #include <thread>
@@ -58,7 +58,9 @@ std::vector<std::pair<std::vector<double>, std::vector<double>>> collect(data::D
 class ProbeDataset : public data::Dataset {
 public:
   ProbeDataset(int64_t size, std::chrono::microseconds delay, int64_t fail_at = -1)
-      : size_(size), delay_(delay), fail_at_(fail_at) {}
+      : size_(size),
+        delay_(delay),
+        fail_at_(fail_at) {}
   int64_t size() const override { return size_; }
   data::Example get(int64_t index) const override {
     ++calls;
@@ -228,8 +230,8 @@ TEST_CASE("BatchSampler keeps a smaller last batch unless drop_last") {
 TEST_CASE("default_collate stacks inputs and targets into [B, ...] keeping dtypes and values") {
   const Tensor a = randn({2, 3}, {}, &test::rng());
   const Tensor b = randn({3, 2}, {}, &test::rng()).t();  // not contiguous
-  const data::Batch batch = data::default_collate({{a, scalar_tensor(4, {DType::i64})},
-                                                   {b, scalar_tensor(1, {DType::i64})}});
+  const data::Batch batch =
+      data::default_collate({{a, scalar_tensor(4, {DType::i64})}, {b, scalar_tensor(1, {DType::i64})}});
   CHECK(batch.input.sizes() == Shape{2, 2, 3});
   CHECK(batch.input.dtype() == DType::f32);
   CHECK(batch.target.sizes() == Shape{2});
@@ -473,7 +475,8 @@ TEST_CASE("read_idx names the file and what it expected on a bad magic number, a
   write_gzip(labels, idx_bytes(0x00000801, {8}, payload));
   CHECK_THROWS_WITH_AS(data::read_idx(labels.string(), 3),
                        contains(labels.string() + ": expected the magic number 0x00000803 "
-                                         "(unsigned bytes, 3 dims), found 0x00000801"), Error);
+                                                  "(unsigned bytes, 3 dims), found 0x00000801"),
+                       Error);
   const fs::path floats = dir.path / "floats";
   write_raw(floats, idx_bytes(0x00000D03, {2, 2, 2}, payload));
   CHECK_THROWS_WITH_AS(data::read_idx(floats.string(), 3), doctest::Contains("found 0x00000D03"), Error);
@@ -482,7 +485,8 @@ TEST_CASE("read_idx names the file and what it expected on a bad magic number, a
   write_gzip(truncated, good.substr(0, good.size() - 3));
   CHECK_THROWS_WITH_AS(data::read_idx(truncated.string(), 3),
                        contains(truncated.string() + ": the header announces [2, 2, 2] = 8 payload "
-                                         "bytes, found only 5"), Error);
+                                                     "bytes, found only 5"),
+                       Error);
   const fs::path short_header = dir.path / "short_header";
   write_raw(short_header, good.substr(0, 10));
   CHECK_THROWS_WITH_AS(data::read_idx(short_header.string(), 3), doctest::Contains("16-byte header"), Error);
@@ -491,7 +495,8 @@ TEST_CASE("read_idx names the file and what it expected on a bad magic number, a
   write_raw(trailing, good + "xyz");
   CHECK_THROWS_WITH_AS(data::read_idx(trailing.string(), 3),
                        contains(trailing.string() + ": expected the file to end after the 8 payload "
-                                         "bytes of [2, 2, 2], found 3 more bytes"), Error);
+                                                    "bytes of [2, 2, 2], found 3 more bytes"),
+                       Error);
 
   const fs::path missing = dir.path / "missing-idx3-ubyte.gz";
   CHECK_THROWS_WITH_AS(data::read_idx(missing.string(), 3),
@@ -523,7 +528,8 @@ TEST_CASE("read_idx checks the header's sizes before allocating: overflow, a lim
   write_raw(claims_more, idx_bytes(0x00000803, {1000, 1000, 1000}, random_bytes(10)));
   CHECK_THROWS_WITH_AS(data::read_idx(claims_more.string(), 3),
                        contains(claims_more.string() + ": the header announces [1000, 1000, 1000] = 1000000000 "
-                                                      "payload bytes, found only 10 (truncated file)"), Error);
+                                                       "payload bytes, found only 10 (truncated file)"),
+                       Error);
 }
 
 TEST_CASE("read_idx stops reading a gzip stream at the first 64 KiB past the payload") {
@@ -540,7 +546,8 @@ TEST_CASE("read_idx stops reading a gzip stream at the first 64 KiB past the pay
   REQUIRE(gzclose(file) == Z_OK);
   CHECK_THROWS_WITH_AS(data::read_idx(bomb.string(), 3),
                        contains(bomb.string() + ": expected the file to end after the 8 payload bytes of [2, 2, 2], "
-                                                "found more than 65536 more bytes"), Error);
+                                                "found more than 65536 more bytes"),
+                       Error);
 }
 
 // ---- Fashion-MNIST ----
@@ -593,10 +600,11 @@ TEST_CASE("FashionMNIST reads the installed training and test sets") {
   }
   const double mean = sum / static_cast<double>(count);
   CHECK(std::abs(mean - data::FashionMNIST::kMean) < 5e-5);
-  CHECK(std::abs(std::sqrt(sum_of_squares / static_cast<double>(count) - mean * mean) - data::FashionMNIST::kStd) < 5e-5);
+  CHECK(std::abs(std::sqrt(sum_of_squares / static_cast<double>(count) - mean * mean) - data::FashionMNIST::kStd) <
+        5e-5);
 
-  const data::FashionMNIST normalized(root, false, data::Normalize({data::FashionMNIST::kMean},
-                                                                   {data::FashionMNIST::kStd}));
+  const data::FashionMNIST normalized(root, false,
+                                      data::Normalize({data::FashionMNIST::kMean}, {data::FashionMNIST::kStd}));
   CHECK(test::max_abs_diff(normalized.get(3).input,
                            (test_set.get(3).input - data::FashionMNIST::kMean) / data::FashionMNIST::kStd) < 1e-6);
 }

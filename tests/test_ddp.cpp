@@ -137,7 +137,8 @@ TEST_CASE("DDP: after each training step every rank holds the buffers rank 0's f
   INFO(result.summary());
   REQUIRE(result.all_succeeded());
   for (int rank = 0; rank < 2; ++rank)
-    for (const auto& [when, expected] : {std::pair{"step", &std::as_const(after_step)}, std::pair{"no_grad", &after_no_grad}}) {
+    for (const auto& [when, expected] :
+         {std::pair{"step", &std::as_const(after_step)}, std::pair{"no_grad", &after_no_grad}}) {
       CAPTURE(rank);
       CAPTURE(std::string(when));
       const SafetensorsFile got =
@@ -153,7 +154,8 @@ TEST_CASE("DDP: after each training step every rank holds the buffers rank 0's f
 TEST_CASE("a rank that dies mid-training makes the other fail in its next backward, naming the rank") {
   test::TempDir out;
   // The 60 s timeout is only a backstop: a closed connection is reported at once.
-  const auto result = test::run_ranks(SG_DIST_WORKER_DDP, 2, {"rank_dies", out.path()}, {{"SG_DIST_TIMEOUT", "60"}}, 30);
+  const auto result =
+      test::run_ranks(SG_DIST_WORKER_DDP, 2, {"rank_dies", out.path()}, {{"SG_DIST_TIMEOUT", "60"}}, 30);
   INFO(result.summary());
   CHECK(result.exit_code(1) == 9);
   CHECK(result.exit_code(0) == 3);
@@ -208,7 +210,9 @@ TEST_CASE("GradScaler under DDP: an overflow on one rank only makes every rank s
   for (int rank = 0; rank < 2; ++rank) CHECK(result.output(rank).find("skipped 1, scale 32768") != std::string::npos);
 }
 
-TEST_CASE("Accelerator on 2 ranks: gather_for_metrics returns the data set once, in order; state saved once loads everywhere") {
+TEST_CASE(
+    "Accelerator on 2 ranks: gather_for_metrics returns the data set once, in order; state saved once loads "
+    "everywhere") {
   test::TempDir out;
   const auto result = test::run_ranks(SG_DIST_WORKER_DDP, 2, {"accelerator", out.path()});
   INFO(result.summary());

@@ -7,8 +7,7 @@
 
 using namespace sg;
 
-namespace {
-}  // namespace
+namespace {}  // namespace
 
 TEST_CASE("every collective, reduce op, dtype and size gives the right values on 2 and 3 ranks") {
   for (int world : {2, 3}) {
@@ -62,8 +61,9 @@ TEST_CASE("SG_DIST_DEBUG: ranks calling different collectives all fail, showing 
   INFO(result.summary());
   for (int rank = 0; rank < 2; ++rank) {
     CHECK(result.exit_code(rank) == 3);
-    CHECK(test::contains(result.output(rank), "rank 0 called all_reduce(SUM) #0 on f32[10] (40 bytes) but rank 1 called "
-                                        "broadcast(root 0) #0 on f32[4] (16 bytes)"));
+    CHECK(test::contains(result.output(rank),
+                         "rank 0 called all_reduce(SUM) #0 on f32[10] (40 bytes) but rank 1 called "
+                         "broadcast(root 0) #0 on f32[4] (16 bytes)"));
   }
 }
 

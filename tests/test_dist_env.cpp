@@ -27,12 +27,9 @@ std::optional<LaunchEnvironment> read(const Variables& variables) {
 
 // srun's variables for task `rank` of a job whose nodes run `tasks_per_node` tasks each.
 Variables slurm(int rank, int world, int local_rank, int node, const std::string& tasks_per_node) {
-  return {{"SLURM_PROCID", std::to_string(rank)},
-          {"SLURM_NTASKS", std::to_string(world)},
-          {"SLURM_LOCALID", std::to_string(local_rank)},
-          {"SLURM_NODEID", std::to_string(node)},
-          {"SLURM_TASKS_PER_NODE", tasks_per_node},
-          {"SLURM_JOB_NODELIST", "gpu[07-09],cpu1"}};
+  return {{"SLURM_PROCID", std::to_string(rank)},        {"SLURM_NTASKS", std::to_string(world)},
+          {"SLURM_LOCALID", std::to_string(local_rank)}, {"SLURM_NODEID", std::to_string(node)},
+          {"SLURM_TASKS_PER_NODE", tasks_per_node},      {"SLURM_JOB_NODELIST", "gpu[07-09],cpu1"}};
 }
 
 }  // namespace
@@ -43,8 +40,12 @@ TEST_CASE("no launcher's variables: nullopt, so the program runs as one process"
 }
 
 TEST_CASE("torchrun / sgrun variables give rank, local rank, both world sizes and the master") {
-  const auto env = read({{"RANK", "3"}, {"WORLD_SIZE", "4"}, {"LOCAL_RANK", "1"}, {"LOCAL_WORLD_SIZE", "2"},
-                         {"MASTER_ADDR", "node7"}, {"MASTER_PORT", "29411"}});
+  const auto env = read({{"RANK", "3"},
+                         {"WORLD_SIZE", "4"},
+                         {"LOCAL_RANK", "1"},
+                         {"LOCAL_WORLD_SIZE", "2"},
+                         {"MASTER_ADDR", "node7"},
+                         {"MASTER_PORT", "29411"}});
   REQUIRE(env);
   CHECK(env->source == "torchrun");
   CHECK(env->rank == 3);
@@ -121,9 +122,10 @@ TEST_CASE("Slurm on several machines without MASTER_ADDR meets at the first host
 TEST_CASE("Slurm: a malformed or too short task list is an error naming the variable and its value") {
   for (const char* list : {"3(x2", "3(2),1", "three", "3,,1", "0", "3(x0)", "3(x2),1,"}) {
     CAPTURE(list);
-    CHECK_THROWS_WITH_AS(read(slurm(0, 7, 0, 0, list)),
-                         doctest::Contains((std::string("SLURM_TASKS_PER_NODE='") + list + "' is not a Slurm task count list").c_str()),
-                         Error);
+    CHECK_THROWS_WITH_AS(
+        read(slurm(0, 7, 0, 0, list)),
+        doctest::Contains((std::string("SLURM_TASKS_PER_NODE='") + list + "' is not a Slurm task count list").c_str()),
+        Error);
   }
   CHECK_THROWS_WITH_AS(read(slurm(0, 3, 0, 0, "1(x4)")), doctest::Contains("SLURM_TASKS_PER_NODE='1(x4)'"), Error);
   CHECK_THROWS_WITH_AS(read(slurm(6, 7, 0, 3, "3(x2),1")),
@@ -131,13 +133,17 @@ TEST_CASE("Slurm: a malformed or too short task list is an error naming the vari
   Variables no_node = slurm(6, 7, 0, 2, "3(x2),1");
   no_node.erase("SLURM_NODEID");
   CHECK_THROWS_WITH_AS(read(no_node), doctest::Contains("SLURM_NODEID (which one is this) is not set"), Error);
-  CHECK_THROWS_WITH_AS(read(slurm(3, 7, 3, 1, "3(x2),1")),
-                       doctest::Contains("SLURM_LOCALID=3 is not in [0, 3)"), Error);
+  CHECK_THROWS_WITH_AS(read(slurm(3, 7, 3, 1, "3(x2),1")), doctest::Contains("SLURM_LOCALID=3 is not in [0, 3)"),
+                       Error);
 }
 
 TEST_CASE("Open MPI variables give rank, local rank and both world sizes") {
-  const auto env = read({{"OMPI_COMM_WORLD_RANK", "5"}, {"OMPI_COMM_WORLD_SIZE", "8"}, {"OMPI_COMM_WORLD_LOCAL_RANK", "1"},
-                         {"OMPI_COMM_WORLD_LOCAL_SIZE", "4"}, {"MASTER_ADDR", "mpi-head"}, {"MASTER_PORT", "1234"}});
+  const auto env = read({{"OMPI_COMM_WORLD_RANK", "5"},
+                         {"OMPI_COMM_WORLD_SIZE", "8"},
+                         {"OMPI_COMM_WORLD_LOCAL_RANK", "1"},
+                         {"OMPI_COMM_WORLD_LOCAL_SIZE", "4"},
+                         {"MASTER_ADDR", "mpi-head"},
+                         {"MASTER_PORT", "1234"}});
   REQUIRE(env);
   CHECK(env->source == "openmpi");
   CHECK(env->rank == 5);
@@ -149,11 +155,14 @@ TEST_CASE("Open MPI variables give rank, local rank and both world sizes") {
 }
 
 TEST_CASE("a job on several machines without MASTER_ADDR (and no Slurm node list) is an error saying to set it") {
-  CHECK_THROWS_WITH_AS(read({{"OMPI_COMM_WORLD_RANK", "1"}, {"OMPI_COMM_WORLD_SIZE", "4"},
-                             {"OMPI_COMM_WORLD_LOCAL_RANK", "1"}, {"OMPI_COMM_WORLD_LOCAL_SIZE", "2"}}),
-                       doctest::Contains("the openmpi job spans several machines (2 of its 4 processes are on this one) "
-                                         "but MASTER_ADDR is not set"),
-                       Error);
+  CHECK_THROWS_WITH_AS(
+      read({{"OMPI_COMM_WORLD_RANK", "1"},
+            {"OMPI_COMM_WORLD_SIZE", "4"},
+            {"OMPI_COMM_WORLD_LOCAL_RANK", "1"},
+            {"OMPI_COMM_WORLD_LOCAL_SIZE", "2"}}),
+      doctest::Contains("the openmpi job spans several machines (2 of its 4 processes are on this one) "
+                        "but MASTER_ADDR is not set"),
+      Error);
 }
 
 TEST_CASE("a missing or malformed variable is an error naming it") {
@@ -168,8 +177,8 @@ TEST_CASE("a missing or malformed variable is an error naming it") {
                        doctest::Contains("WORLD_SIZE='2 ' is not a whole number"), Error);
   CHECK_THROWS_WITH_AS(read({{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"LOCAL_RANK", ""}}),
                        doctest::Contains("LOCAL_RANK='' is not a whole number"), Error);
-  CHECK_THROWS_WITH_AS(read({{"RANK", "2"}, {"WORLD_SIZE", "2"}}), doctest::Contains("RANK=2 is not in [0, WORLD_SIZE=2)"),
-                       Error);
+  CHECK_THROWS_WITH_AS(read({{"RANK", "2"}, {"WORLD_SIZE", "2"}}),
+                       doctest::Contains("RANK=2 is not in [0, WORLD_SIZE=2)"), Error);
   CHECK_THROWS_WITH_AS(read({{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_PORT", "http"}}),
                        doctest::Contains("MASTER_PORT='http' is not a whole number"), Error);
   CHECK_THROWS_WITH_AS(read({{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_PORT", "70000"}}),
@@ -204,8 +213,11 @@ TEST_CASE("SG_DIST_TIMEOUT is a finite number of seconds up to one week; anythin
 TEST_CASE("the Accelerator joins a process group from Slurm's variables as it does from sgrun's") {
   REQUIRE(std::getenv("RANK") == nullptr);  // only Slurm's variables below
   const std::string port = std::to_string(find_free_port());
-  const Variables slurm_task = {{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "1"}, {"SLURM_LOCALID", "0"},
-                                {"SLURM_TASKS_PER_NODE", "1"}, {"MASTER_PORT", port}};
+  const Variables slurm_task = {{"SLURM_PROCID", "0"},
+                                {"SLURM_NTASKS", "1"},
+                                {"SLURM_LOCALID", "0"},
+                                {"SLURM_TASKS_PER_NODE", "1"},
+                                {"MASTER_PORT", port}};
   for (const auto& [name, value] : slurm_task) ::setenv(name.c_str(), value.c_str(), 1);
   {
     Accelerator accelerator;

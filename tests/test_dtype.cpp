@@ -176,12 +176,12 @@ TEST_CASE("f16 overflows to inf from 65520 on and keeps 65504 below it") {
 
 TEST_CASE("bf16 rounds to inf from the tie below 2^128 on") {
   CHECK(float_to_bfloat16_bits(std::numeric_limits<float>::max()) == 0x7F80);  // rounds up to inf
-  CHECK(float_to_bfloat16_bits(float_from_bits(0x7F7F7FFF)) == 0x7F7F);       // just below the tie
+  CHECK(float_to_bfloat16_bits(float_from_bits(0x7F7F7FFF)) == 0x7F7F);        // just below the tie
   CHECK(float_to_bfloat16_bits(INFINITY) == 0x7F80);
 }
 
 TEST_CASE("f16 subnormals round correctly at the bottom of the range") {
-  CHECK(float_to_half_bits(std::ldexp(1.0f, -24)) == 0x0001);      // smallest subnormal
+  CHECK(float_to_half_bits(std::ldexp(1.0f, -24)) == 0x0001);  // smallest subnormal
   CHECK(half_bits_to_float(0x0001) == std::ldexp(1.0f, -24));
   CHECK(float_to_half_bits(std::ldexp(1.0f, -25)) == 0x0000);      // halfway to 0: ties to even
   CHECK(float_to_half_bits(3 * std::ldexp(1.0f, -26)) == 0x0001);  // 0.75 of the smallest: rounds up

@@ -116,7 +116,8 @@ TEST_CASE("tensor(values) copies the values, 1-D by default, in the dtype of the
   CHECK(m.sizes() == Shape{2, 3});
   CHECK(m[1][0].item<int64_t>() == 4);
   CHECK(test::values(tensor(std::vector<bool>{true, false, true})) == std::vector<double>{1, 0, 1});
-  CHECK_THROWS_WITH_AS(tensor(std::vector<double>{1, 2, 3}, {2, 2}), "tensor: 3 values do not fill shape [2, 2]", Error);
+  CHECK_THROWS_WITH_AS(tensor(std::vector<double>{1, 2, 3}, {2, 2}), "tensor: 3 values do not fill shape [2, 2]",
+                       Error);
 }
 
 TEST_CASE("constants whose upper words are zero reach memory intact") {
@@ -149,7 +150,11 @@ TEST_CASE("from_blob's deleter runs exactly once, when the last view is gone") {
   auto* data = new double[4]{1, 2, 3, 4};
   Tensor view;
   {
-    Tensor t = from_blob(data, {4}, DType::f64, [&](void* p) { ++calls; freed = p; delete[] static_cast<double*>(p); });
+    Tensor t = from_blob(data, {4}, DType::f64, [&](void* p) {
+      ++calls;
+      freed = p;
+      delete[] static_cast<double*>(p);
+    });
     view = t.slice(0, 1, 3);
     Tensor copy = t;
   }
@@ -239,8 +244,9 @@ TEST_CASE("random draws do not depend on the number of threads") {
     test::NumThreadsGuard guard(threads);
     Generator generator(11);
     std::vector<double> all = test::values(rand({300001}, {}, &generator));
-    for (const Tensor& t : {randn({300001}, {DType::f64}, &generator), randint(0, 1000, {300001}, {DType::i64}, &generator),
-                            rand({300001}, {DType::bf16}, &generator)}) {
+    for (const Tensor& t :
+         {randn({300001}, {DType::f64}, &generator), randint(0, 1000, {300001}, {DType::i64}, &generator),
+          rand({300001}, {DType::bf16}, &generator)}) {
       const auto v = test::values(t);
       all.insert(all.end(), v.begin(), v.end());
     }

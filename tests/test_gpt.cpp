@@ -22,8 +22,8 @@ GPTConfig nano(int64_t vocab_size, int64_t block_size) {
 
 // The tiny model of make_gpt_constants.py, with PyTorch's weights, in eval mode.
 std::shared_ptr<GPT> tiny_recipe_model() {
-  auto model = std::make_shared<GPT>(
-      GPTConfig{.n_layer = 2, .n_head = 2, .n_embd = 16, .vocab_size = 11, .block_size = 8});
+  auto model =
+      std::make_shared<GPT>(GPTConfig{.n_layer = 2, .n_head = 2, .n_embd = 16, .vocab_size = 11, .block_size = 8});
   model->load_recipe_state_dict(load_safetensors(kReference + "gpt_tiny.safetensors").tensors);
   model->eval();
   return model;
@@ -140,9 +140,12 @@ TEST_CASE("sampled generation with the cache draws the same tokens as without it
   std::vector<std::vector<double>> runs;
   for (const bool use_cache : {false, true}) {
     Generator sampler(99);
-    runs.push_back(test::values(model.generate(
-        prompt, {.max_new_tokens = 10, .temperature = 0.8, .do_sample = true, .top_k = 5, .use_cache = use_cache,
-                 .generator = &sampler})));
+    runs.push_back(test::values(model.generate(prompt, {.max_new_tokens = 10,
+                                                        .temperature = 0.8,
+                                                        .do_sample = true,
+                                                        .top_k = 5,
+                                                        .use_cache = use_cache,
+                                                        .generator = &sampler})));
   }
   CHECK(runs[0] == runs[1]);
 }
@@ -152,8 +155,8 @@ TEST_CASE("generate refuses a bad context, temperature or top_k, naming the valu
   const Tensor prompt = zeros({1, 2}, {DType::i64});
   CHECK_THROWS_WITH_AS(model.generate(prompt, {.temperature = 0}), doctest::Contains("temperature must be > 0, got 0"),
                        Error);
-  CHECK_THROWS_WITH_AS(model.generate(prompt, {.top_k = 12}), doctest::Contains("top_k must lie in [1, vocab_size = 11], got 12"),
-                       Error);
+  CHECK_THROWS_WITH_AS(model.generate(prompt, {.top_k = 12}),
+                       doctest::Contains("top_k must lie in [1, vocab_size = 11], got 12"), Error);
   CHECK_THROWS_WITH_AS(model.generate(zeros({1, 2}), {}), doctest::Contains("expected a non-empty i64 context"), Error);
   CHECK_THROWS_WITH_AS(model(zeros({1, 9}, {DType::i64})),
                        doctest::Contains("cannot forward a sequence of length 9, block size is only 8"), Error);
@@ -186,7 +189,8 @@ TEST_CASE("load_recipe_state_dict drops the recipe's causal masks and refuses an
   CHECK(test::max_abs_diff(model.head->weight, state.at("head.weight")) == 0);
 }
 
-TEST_CASE("create_optimizer decays Linear weights and in_proj_weight only, as the recipe's groups, with betas 0.9 / 0.95") {
+TEST_CASE(
+    "create_optimizer decays Linear weights and in_proj_weight only, as the recipe's groups, with betas 0.9 / 0.95") {
   auto model = std::make_shared<GPT>(nano(11, 8));
   const models::WeightDecaySplit split = models::split_weight_decay(*model);
   std::vector<std::string> decay;

@@ -75,9 +75,9 @@ TEST_CASE("the scale backs off on overflow and grows after growth_interval clean
     int64_t tracker, skipped;
   };
   const std::vector<Expected> script{
-      {1.0, true, 1024, 1, 0},  {1.0, true, 1024, 2, 0},   {kInf, false, 512, 0, 1},  // back off, tracker restarts
-      {1.0, true, 512, 1, 1},   {1.0, true, 512, 2, 1},    {1.0, true, 1024, 0, 1},   // 3 clean steps: grow
-      {1.0, true, 1024, 1, 1},  {NAN, false, 512, 0, 2},   {-kInf, false, 256, 0, 3},  // NaN and -inf count too
+      {1.0, true, 1024, 1, 0}, {1.0, true, 1024, 2, 0}, {kInf, false, 512, 0, 1},   // back off, tracker restarts
+      {1.0, true, 512, 1, 1},  {1.0, true, 512, 2, 1},  {1.0, true, 1024, 0, 1},    // 3 clean steps: grow
+      {1.0, true, 1024, 1, 1}, {NAN, false, 512, 0, 2}, {-kInf, false, 256, 0, 3},  // NaN and -inf count too
       {1.0, true, 256, 1, 3},
   };
   for (size_t i = 0; i < script.size(); ++i) {
@@ -109,7 +109,8 @@ TEST_CASE("an inf gradient skips the step and leaves the parameters and Adam's s
   scaler.update();
 
   const std::vector<double> a_before = test::values(a), b_before = test::values(b);
-  const std::vector<double> m_before = test::values(adam.state(a)->exp_avg), v_before = test::values(adam.state(a)->exp_avg_sq);
+  const std::vector<double> m_before = test::values(adam.state(a)->exp_avg),
+                            v_before = test::values(adam.state(a)->exp_avg_sq);
   const int64_t a_steps = adam.state(a)->step, b_steps = adam.state(b)->step;
   a.set_grad(tensor(std::vector<double>{0.1, kInf, 0.2}).to(DType::f32));  // one element overflowed
   b.set_grad(full({2}, 0.4 * 65536));                                      // b's own gradient is fine
@@ -186,8 +187,9 @@ TEST_CASE("state_dict round trips through load_state_dict, JSON and a checkpoint
   CHECK(scaler.get_scale() == 4096);
   CHECK(restored.get_scale() == 4096);
 
-  const std::string path = (std::filesystem::temp_directory_path() /
-                            ("sg_test_grad_scaler_" + std::to_string(::getpid()) + ".safetensors")).string();
+  const std::string path =
+      (std::filesystem::temp_directory_path() / ("sg_test_grad_scaler_" + std::to_string(::getpid()) + ".safetensors"))
+          .string();
   nn::Linear model(2, 1);
   optim::save_checkpoint(path, model, &sgd, {{"grad_scaler", scaler.state_dict().to_json()}});
   amp::GradScaler from_file;
@@ -204,10 +206,10 @@ TEST_CASE("load_state_dict and from_json refuse what a scaler cannot hold") {
   CHECK_THROWS_WITH_AS(scaler.load_state_dict(state), doctest::Contains("scale must be positive"), Error);
   state = {};
   state.growth_tracker = 2000;
-  CHECK_THROWS_WITH_AS(scaler.load_state_dict(state), doctest::Contains("growth_tracker must be in [0, growth_interval"),
-                       Error);
-  CHECK_THROWS_WITH_AS(amp::GradScalerState::from_json(R"({"scale": 2.0})"), doctest::Contains("not a saved GradScaler"),
-                       Error);
+  CHECK_THROWS_WITH_AS(scaler.load_state_dict(state),
+                       doctest::Contains("growth_tracker must be in [0, growth_interval"), Error);
+  CHECK_THROWS_WITH_AS(amp::GradScalerState::from_json(R"({"scale": 2.0})"),
+                       doctest::Contains("not a saved GradScaler"), Error);
   CHECK(scaler.get_scale() == 65536.0);  // unchanged by the refused loads
   CHECK_THROWS_WITH_AS(amp::GradScaler({.backoff_factor = 1.5}), doctest::Contains("backoff_factor must be in (0, 1)"),
                        Error);
@@ -250,8 +252,10 @@ TEST_CASE("the fused unscale kernel multiplies by 1/scale in the compute type an
     CHECK(found_inf.item() == 0.0);
     const std::vector<double> after = test::values(grad);
     for (size_t i = 0; i < before.size(); ++i) {
-      const double expected = dtype == DType::f64 ? before[i] * inv_scale
-                              : scalar_tensor(static_cast<float>(before[i]) * static_cast<float>(inv_scale)).to(dtype).item();
+      const double expected =
+          dtype == DType::f64
+              ? before[i] * inv_scale
+              : scalar_tensor(static_cast<float>(before[i]) * static_cast<float>(inv_scale)).to(dtype).item();
       CHECK(after[i] == expected);
     }
     // One non-finite element sets the flag; a later clean tensor does not reset it.
@@ -292,11 +296,11 @@ TEST_CASE("f16 training with a 65536 loss scale overflows at first, backs off, t
     if (stepped.back()) losses.push_back(loss.item());
     for (const Tensor& p : model->parameters()) REQUIRE(p.grad().dtype() == DType::f32);
   }
-  CHECK_FALSE(stepped[0]);                       // 65536 was too large
+  CHECK_FALSE(stepped[0]);  // 65536 was too large
   CHECK(scaler.skipped_steps() >= 1);
-  CHECK(scaler.get_scale() < 65536.0);           // it backed off ...
-  CHECK(stepped.back());                         // ... until the steps went through
+  CHECK(scaler.get_scale() < 65536.0);  // it backed off ...
+  CHECK(stepped.back());                // ... until the steps went through
   REQUIRE(losses.size() >= 40);
   for (double loss : losses) CHECK(std::isfinite(loss));
-  CHECK(losses.back() < 0.2 * losses.front());   // and training made progress
+  CHECK(losses.back() < 0.2 * losses.front());  // and training made progress
 }

@@ -169,7 +169,8 @@ TEST_CASE("a missing, empty, non-image or truncated file fails naming the file a
   const std::string png_bytes = read_text(whole_png);
   write_text(truncated_png, png_bytes.substr(0, png_bytes.size() / 2));
   const std::string png_message = decode_error(truncated_png);
-  CHECK(png_message.starts_with("read_image: '" + truncated_png + "' is a truncated or corrupt PNG: its IDAT chunk at byte "));
+  CHECK(png_message.starts_with("read_image: '" + truncated_png +
+                                "' is a truncated or corrupt PNG: its IDAT chunk at byte "));
   const std::string directory = dir.path() + "/folder.png";
   fs::create_directory(directory);
   CHECK(decode_error(directory) == "read_image: '" + directory + "' is a directory, not an image file");
@@ -186,13 +187,14 @@ TEST_CASE("an image whose header claims more pixels than the limit is refused be
     data::decode_image(view, path, 359);
     FAIL("an image over the pixel limit was decoded");
   } catch (const Error& error) {
-    CHECK(std::string(error.what()) == "read_image: '" + path + "' claims 30 x 12 pixels, more than the 359 an image "
-                                       "may have (a corrupt file or a decompression bomb)");
+    CHECK(std::string(error.what()) == "read_image: '" + path +
+                                           "' claims 30 x 12 pixels, more than the 359 an image "
+                                           "may have (a corrupt file or a decompression bomb)");
   }
   // A BMP stored top-down has a negative height in its header; the limit holds for it too.
-  const uint8_t top_down_bmp[] = {'B', 'M', 0x4e, 0, 0, 0, 0, 0, 0, 0, 0x36, 0, 0, 0, 0x28, 0, 0, 0, 3, 0, 0, 0,
-                                  0x02, 0, 0, 0xff, 1, 0, 0x18, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
-                                  0, 0, 0, 0, 0, 0, 0, 0, 0};
+  const uint8_t top_down_bmp[] = {'B', 'M', 0x4e, 0, 0,    0, 0, 0,    0, 0, 0x36, 0, 0, 0, 0x28, 0, 0, 0,
+                                  3,   0,   0,    0, 0x02, 0, 0, 0xff, 1, 0, 0x18, 0, 0, 0, 0,    0, 0, 0,
+                                  0,   0,   0,    0, 0,    0, 0, 0,    0, 0, 0,    0, 0, 0, 0,    0, 0, 0};
   CHECK_THROWS_WITH_AS(data::decode_image(top_down_bmp, "top_down.bmp", 1000),
                        doctest::Contains("'top_down.bmp' claims 3 x 16777214 pixels"), Error);
 }

@@ -92,8 +92,11 @@ TEST_CASE("cat gradient matches finite differences on transposed and sliced inpu
   const Tensor y = test::rand_input({2, 5});
   const Tensor z = test::rand_input({2, 1});
   CHECK_GRADCHECK([](const TensorList& in) { return cat({in[0].t(), in[1].slice(1, 0, 5, 2), in[2]}, -1); }, {x, y, z});
-  CHECK_GRADCHECK([](const TensorList& in) { return cat({in[0], in[1].t(), zeros({0}, {DType::f64})}, 0); },
-                  {x, test::rand_input({2, 3})});
+  CHECK_GRADCHECK(
+      [](const TensorList& in) {
+        return cat({in[0], in[1].t(), zeros({0}, {DType::f64})}, 0);
+      },
+      {x, test::rand_input({2, 3})});
 }
 
 // ---- stack ----
@@ -115,8 +118,11 @@ TEST_CASE("stack rejects tensors of different shapes, naming both") {
 }
 
 TEST_CASE("stack gradient matches finite differences on non-contiguous inputs") {
-  CHECK_GRADCHECK([](const TensorList& in) { return stack({in[0].t(), in[1], in[0].t() * in[1]}, 1); },
-                  {test::rand_input({4, 3}), test::rand_input({3, 4})});
+  CHECK_GRADCHECK(
+      [](const TensorList& in) {
+        return stack({in[0].t(), in[1], in[0].t() * in[1]}, 1);
+      },
+      {test::rand_input({4, 3}), test::rand_input({3, 4})});
 }
 
 // ---- split and chunk ----
@@ -165,14 +171,18 @@ TEST_CASE("chunk makes pieces of ceil(size / chunks), so it may return fewer") {
 }
 
 TEST_CASE("split and chunk gradients flow through the narrow views") {
-  CHECK_GRADCHECK([](const TensorList& in) {
-    const TensorList p = split(in[0].t(), 2, 1);  // [3, 2], [3, 2], [3, 1]
-    return p[0] * p[1] + p[2];
-  }, {test::rand_input({5, 3})});
-  CHECK_GRADCHECK([](const TensorList& in) {
-    const TensorList p = chunk(in[0], 2, -1);  // [3, 3], [3, 2]
-    return cat({p[1] * p[1], p[0]}, 1);
-  }, {test::rand_input({3, 5})});
+  CHECK_GRADCHECK(
+      [](const TensorList& in) {
+        const TensorList p = split(in[0].t(), 2, 1);  // [3, 2], [3, 2], [3, 1]
+        return p[0] * p[1] + p[2];
+      },
+      {test::rand_input({5, 3})});
+  CHECK_GRADCHECK(
+      [](const TensorList& in) {
+        const TensorList p = chunk(in[0], 2, -1);  // [3, 3], [3, 2]
+        return cat({p[1] * p[1], p[0]}, 1);
+      },
+      {test::rand_input({3, 5})});
 }
 
 // ---- index_select ----
@@ -209,7 +219,8 @@ TEST_CASE("index_select of strided inputs matches the contiguous row-copy path")
   CHECK(test::max_abs_diff(index_select(cube, 1, middle), index_select(cube.contiguous(), 1, middle)) == 0.0);
   // A stepped (non-contiguous) index and a 0-dim index, on both paths.
   const Tensor every_other = randint(0, 300, {100}, {DType::i64}, &test::rng()).slice(0, 0, 100, 2);
-  CHECK(test::max_abs_diff(index_select(xt, 1, every_other), index_select(x.t().contiguous(), 1, every_other.contiguous())) == 0.0);
+  CHECK(test::max_abs_diff(index_select(xt, 1, every_other),
+                           index_select(x.t().contiguous(), 1, every_other.contiguous())) == 0.0);
   const Tensor single = scalar_tensor(7, {DType::i64});
   CHECK(test::max_abs_diff(index_select(xt, 1, single), index_select(xt.contiguous(), 1, single)) == 0.0);
   // And both against the definition, slice by slice.
@@ -222,12 +233,19 @@ TEST_CASE("index_select gradient accumulates repeated indices") {
   Tensor x = test::rand_input({4});
   index_select(x, 0, i64({1, 1, 3, 1})).sum().backward();
   CHECK(grad_values(x) == std::vector<double>{0, 3, 0, 1});
-  CHECK_GRADCHECK([](const TensorList& in) { return index_select(in[0].t(), 1, i64({4, 0, 4, 2, 4})); },
-                  {test::rand_input({5, 3})});
-  CHECK_GRADCHECK([](const TensorList& in) { return index_select(in[0], 0, i32({2, 2, 0})); },
-                  {test::rand_input({3, 4})});
+  CHECK_GRADCHECK(
+      [](const TensorList& in) {
+        return index_select(in[0].t(), 1, i64({4, 0, 4, 2, 4}));
+      },
+      {test::rand_input({5, 3})});
+  CHECK_GRADCHECK(
+      [](const TensorList& in) {
+        return index_select(in[0], 0, i32({2, 2, 0}));
+      },
+      {test::rand_input({3, 4})});
   const Tensor stepped = i64({2, 9, 0, 9, 2, 9, 1, 9}).slice(0, 0, 8, 2);  // 2, 0, 2, 1
-  CHECK_GRADCHECK([stepped](const TensorList& in) { return index_select(in[0], 1, stepped); }, {test::rand_input({2, 3})});
+  CHECK_GRADCHECK([stepped](const TensorList& in) { return index_select(in[0], 1, stepped); },
+                  {test::rand_input({2, 3})});
 }
 
 // ---- gather and scatter_add ----
@@ -403,12 +421,18 @@ TEST_CASE("tril and triu gradients apply the same mask") {
 
 TEST_CASE("an out-of-range index is an error naming the op, the index and the size") {
   const Tensor x = counting({3, 3});
-  CHECK_THROWS_WITH_AS(index_select(x, 0, i64({0, 3})), doctest::Contains("index_select: index 3 is out of range for size 3"), Error);
-  CHECK_THROWS_WITH_AS(index_select(x, 1, i32({-1}, {1})), doctest::Contains("index_select: index -1 is out of range for size 3"), Error);
-  CHECK_THROWS_WITH_AS(gather(x, 1, i64({0, 5}, {1, 2})), doctest::Contains("gather: index 5 is out of range for size 3"), Error);
-  CHECK_THROWS_WITH_AS(scatter_add(x, 0, i64({7}, {1, 1}), x), doctest::Contains("scatter_add: index 7 is out of range for size 3"), Error);
-  CHECK_THROWS_WITH_AS(embedding(x, i64({1, 3})), doctest::Contains("embedding: index 3 is out of range for size 3"), Error);
-  CHECK_THROWS_WITH_AS(one_hot(i64({0, 5}), 3), doctest::Contains("one_hot: index 5 is out of range for size 3"), Error);
+  CHECK_THROWS_WITH_AS(index_select(x, 0, i64({0, 3})),
+                       doctest::Contains("index_select: index 3 is out of range for size 3"), Error);
+  CHECK_THROWS_WITH_AS(index_select(x, 1, i32({-1}, {1})),
+                       doctest::Contains("index_select: index -1 is out of range for size 3"), Error);
+  CHECK_THROWS_WITH_AS(gather(x, 1, i64({0, 5}, {1, 2})),
+                       doctest::Contains("gather: index 5 is out of range for size 3"), Error);
+  CHECK_THROWS_WITH_AS(scatter_add(x, 0, i64({7}, {1, 1}), x),
+                       doctest::Contains("scatter_add: index 7 is out of range for size 3"), Error);
+  CHECK_THROWS_WITH_AS(embedding(x, i64({1, 3})), doctest::Contains("embedding: index 3 is out of range for size 3"),
+                       Error);
+  CHECK_THROWS_WITH_AS(one_hot(i64({0, 5}), 3), doctest::Contains("one_hot: index 5 is out of range for size 3"),
+                       Error);
 }
 
 TEST_CASE("indexing ops reject wrong index dtypes and mismatched shapes") {

@@ -13,8 +13,8 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
-#include <sstream>
 #include <map>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -103,8 +103,7 @@ public:
   // Reads everything and reaps sgrun; a run past the deadline fails the test.
   Finished finish(double timeout_seconds = 10) {
     const auto deadline = seconds_from_now(timeout_seconds);
-    while (Clock::now() < deadline && read_some(deadline)) {
-    }
+    while (Clock::now() < deadline && read_some(deadline)) {}
     const bool in_time = fds_[0] < 0 && fds_[1] < 0;
     CHECK_MESSAGE(in_time, "sgrun still running after ", timeout_seconds, " s; output so far:\n", out_, err_);
     if (!in_time) ::kill(pid_, SIGKILL);
@@ -265,11 +264,17 @@ TEST_CASE("check_launch_options names the flag that is wrong") {
     return std::string("(no error)");
   };
   CHECK(message([](dist::LaunchOptions&) {}) == "(no error)");
-  CHECK(test::contains(message([](dist::LaunchOptions& o) { o.nnodes = 2;
-    o.node_rank = 2; }), "--node-rank 2"));
+  CHECK(test::contains(message([](dist::LaunchOptions& o) {
+                         o.nnodes = 2;
+                         o.node_rank = 2;
+                       }),
+                       "--node-rank 2"));
   CHECK(test::contains(message([](dist::LaunchOptions& o) { o.nproc_per_node = 0; }), "--nproc-per-node"));
-  CHECK(test::contains(message([](dist::LaunchOptions& o) { o.standalone = true;
-    o.nnodes = 2; }), "--standalone"));
+  CHECK(test::contains(message([](dist::LaunchOptions& o) {
+                         o.standalone = true;
+                         o.nnodes = 2;
+                       }),
+                       "--standalone"));
   CHECK(test::contains(message([](dist::LaunchOptions& o) { o.master_port = 70000; }), "--master-port"));
   CHECK(test::contains(message([](dist::LaunchOptions& o) { o.max_restarts = -1; }), "--max-restarts"));
   CHECK(test::contains(message([](dist::LaunchOptions& o) { o.command.clear(); }), "no program"));
@@ -349,7 +354,8 @@ TEST_CASE("on one node sgrun gives all workers one random store token per job; a
   const auto tokens_of = [](const Finished& run) {
     std::vector<std::string> tokens;
     for (const std::string& line : lines_of(run.out, -1))
-      if (const size_t at = line.find("SG_STORE_TOKEN="); at != std::string::npos) tokens.push_back(line.substr(at + 15));
+      if (const size_t at = line.find("SG_STORE_TOKEN="); at != std::string::npos)
+        tokens.push_back(line.substr(at + 15));
     return tokens;
   };
   const std::vector<std::string> first = tokens_of(run_sgrun({"--nproc-per-node", "2", SG_LAUNCHER_PROBE, "env"}));
@@ -359,9 +365,9 @@ TEST_CASE("on one node sgrun gives all workers one random store token per job; a
   CHECK(first[0] == first[1]);
   CHECK(first[0].size() == 32);  // 128 random bits in hex
   CHECK(first[0] != second[0]);
-  const Finished given = run_sgrun({"--nproc-per-node", "2", "--nnodes", "2", "--master-addr", "127.0.0.1",
-                                    SG_LAUNCHER_PROBE, "env"},
-                                   {"SG_STORE_TOKEN=shared-by-all-nodes"});
+  const Finished given =
+      run_sgrun({"--nproc-per-node", "2", "--nnodes", "2", "--master-addr", "127.0.0.1", SG_LAUNCHER_PROBE, "env"},
+                {"SG_STORE_TOKEN=shared-by-all-nodes"});
   CHECK(tokens_of(given) == std::vector<std::string>{"shared-by-all-nodes", "shared-by-all-nodes"});
   CHECK_FALSE(test::contains(given.err, "SG_STORE_TOKEN is not set"));
 }
@@ -398,8 +404,8 @@ TEST_CASE("a worker killed by a signal makes sgrun exit with 128 + the signal, w
 }
 
 TEST_CASE("with --max-restarts 1 a group whose worker crashed once restarts and finishes") {
-  const Finished run = run_sgrun({"--standalone", "--nproc-per-node", "2", "--max-restarts", "1", SG_LAUNCHER_PROBE,
-                                  "crash", "1", "1"});
+  const Finished run =
+      run_sgrun({"--standalone", "--nproc-per-node", "2", "--max-restarts", "1", SG_LAUNCHER_PROBE, "crash", "1", "1"});
   CHECK(run.exit_code == 0);
   CHECK(run.seconds < 3);
   CHECK(test::contains(run.err, "restarting (attempt 1 of 1)"));
@@ -413,7 +419,8 @@ TEST_CASE("with --max-restarts 1 a group whose worker crashed once restarts and 
 }
 
 TEST_CASE("with restarts used up sgrun exits with the last failure's code") {
-  const Finished run = run_sgrun({"--nproc-per-node", "2", "--max-restarts", "1", SG_LAUNCHER_PROBE, "crash", "0", "5"});
+  const Finished run =
+      run_sgrun({"--nproc-per-node", "2", "--max-restarts", "1", SG_LAUNCHER_PROBE, "crash", "0", "5"});
   CHECK(run.exit_code == 128 + SIGKILL);
   CHECK(test::contains(run.err, "restarting (attempt 1 of 1)"));
   CHECK(!test::contains(run.err, "attempt 2"));
@@ -499,7 +506,8 @@ TEST_CASE("dist::spawn: a failing rank stops the others and its error names the 
   CHECK(done.seconds < 20);
 }
 
-TEST_CASE("train_cnn under sgrun survives a worker killed with SIGKILL: the group restarts and resumes from its snapshot") {
+TEST_CASE(
+    "train_cnn under sgrun survives a worker killed with SIGKILL: the group restarts and resumes from its snapshot") {
   const std::string snapshot = "test_launcher_snapshot.safetensors";
   std::filesystem::remove(snapshot);
   Sgrun sgrun({"--standalone", "--nproc-per-node", "2", "--max-restarts", "1", "--grace-seconds", "2", SG_TRAIN_CNN,

@@ -47,7 +47,8 @@ TEST_CASE("no library file includes a header of a higher layer") {
       int line_number = 0;
       for (std::string line; std::getline(file, line);) {
         ++line_number;
-        const std::string where = std::filesystem::relative(entry.path(), root).string() + ":" + std::to_string(line_number);
+        const std::string where =
+            std::filesystem::relative(entry.path(), root).string() + ":" + std::to_string(line_number);
         std::smatch match;
         if (layer != "apps" && line.find("#include \"syncgrad.h\"") != std::string::npos)
           violations += where + ": includes syncgrad.h, the header for programs\n";

@@ -66,7 +66,9 @@ TEST_CASE("matmul promotes a vector to a row on the left and a column on the rig
 }
 
 TEST_CASE("matmul matches the mul-and-sum reference for every rank combination") {
-  struct Case { Shape a, b; };
+  struct Case {
+    Shape a, b;
+  };
   const Case cases[] = {
       {{13}, {13}},                 // 1-D . 1-D
       {{13}, {13, 5}},              // 1-D . 2-D
@@ -88,11 +90,11 @@ TEST_CASE("matmul matches the mul-and-sum reference for every rank combination")
 TEST_CASE("matmul reads transposed and sliced operands without changing the result") {
   // Transposes have a unit stride in the other dim (passed to BLAS with a trans flag), column
   // ranges keep a row stride larger than their width, step slices have no unit stride (copied).
-  const Tensor transposed_a = randn_of({13, 7}).t();                      // [7, 13]
-  const Tensor transposed_b = randn_of({5, 13}).t();                      // [13, 5]
-  const Tensor column_range_a = randn_of({7, 20}).narrow(1, 4, 13);      // [7, 13], row stride 20
-  const Tensor stepped_b = randn_of({13, 10}).slice(1, 0, 10, 2);        // [13, 5], column stride 2
-  const Tensor row_stepped_a = randn_of({14, 13}).slice(0, 0, 14, 2);    // [7, 13], row stride 26
+  const Tensor transposed_a = randn_of({13, 7}).t();                   // [7, 13]
+  const Tensor transposed_b = randn_of({5, 13}).t();                   // [13, 5]
+  const Tensor column_range_a = randn_of({7, 20}).narrow(1, 4, 13);    // [7, 13], row stride 20
+  const Tensor stepped_b = randn_of({13, 10}).slice(1, 0, 10, 2);      // [13, 5], column stride 2
+  const Tensor row_stepped_a = randn_of({14, 13}).slice(0, 0, 14, 2);  // [7, 13], row stride 26
   check_matches_reference(transposed_a, transposed_b, kF64Tolerance);
   check_matches_reference(column_range_a, stepped_b, kF64Tolerance);
   check_matches_reference(row_stepped_a, transposed_b, kF64Tolerance);
@@ -195,11 +197,12 @@ TEST_CASE("the gemm kernel writes into a transposed output view through a tempor
 }
 
 TEST_CASE("matmul gradients match finite differences for every rank combination") {
-  struct Case { Shape a, b; };
+  struct Case {
+    Shape a, b;
+  };
   const Case cases[] = {
-      {{4}, {4}},       {{4}, {4, 3}},       {{2, 4}, {4}},         {{2, 4}, {4, 3}},
-      {{2, 3, 4}, {4}}, {{4}, {2, 4, 3}},    {{2, 3, 4}, {4, 3}},   {{3, 4}, {2, 4, 2}},
-      {{2, 3, 4}, {2, 4, 2}}, {{2, 1, 3, 4}, {3, 4, 2}},
+      {{4}, {4}},       {{4}, {4, 3}},       {{2, 4}, {4}},       {{2, 4}, {4, 3}},       {{2, 3, 4}, {4}},
+      {{4}, {2, 4, 3}}, {{2, 3, 4}, {4, 3}}, {{3, 4}, {2, 4, 2}}, {{2, 3, 4}, {2, 4, 2}}, {{2, 1, 3, 4}, {3, 4, 2}},
   };
   for (const Case& c : cases) {
     INFO("a ", shape_str(c.a), ", b ", shape_str(c.b));
@@ -218,7 +221,8 @@ TEST_CASE("matmul gradients are right for transposed and unfoldable operands") {
 }
 
 TEST_CASE("mm, bmm and addmm gradients match finite differences") {
-  CHECK_GRADCHECK([](const TensorList& x) { return mm(x[0], x[1]); }, {test::rand_input({3, 4}), test::rand_input({4, 2})});
+  CHECK_GRADCHECK([](const TensorList& x) { return mm(x[0], x[1]); },
+                  {test::rand_input({3, 4}), test::rand_input({4, 2})});
   CHECK_GRADCHECK([](const TensorList& x) { return bmm(x[0], x[1]); },
                   {test::rand_input({2, 3, 4}), test::rand_input({2, 4, 2})});
   for (const Shape& input_shape : {Shape{3, 2}, Shape{2}, Shape{3, 1}}) {
@@ -238,8 +242,8 @@ TEST_CASE("baddbmm computes beta * input + alpha * bmm(a, b) with input broadcas
     CHECK_GRADCHECK([](const TensorList& x) { return baddbmm(x[0], x[1], x[2], 0.5, -1.5); },
                     {test::rand_input(input_shape), test::rand_input({3, 7, 4}), test::rand_input({3, 4, 5})});
   }
-  CHECK_THROWS_WITH_AS(baddbmm(randn_of({3, 7, 5}), a, randn_of({2, 13, 5})), doctest::Contains("different batch sizes"),
-                       Error);
+  CHECK_THROWS_WITH_AS(baddbmm(randn_of({3, 7, 5}), a, randn_of({2, 13, 5})),
+                       doctest::Contains("different batch sizes"), Error);
 }
 
 TEST_CASE("matmul backward reduces broadcast batch dims to each input's shape") {

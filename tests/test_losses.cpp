@@ -13,8 +13,8 @@ namespace {
 
 // The fixed inputs of the PyTorch reference values below.
 Tensor reference_logits() {
-  return tensor(std::vector<double>{0.5, -1.2, 2.0, 0.3, -0.7, 1.5, 0.2, -0.4, 0.9, 0.0,
-                                    -2.0, 0.7, 0.1, 1.8, -0.3, 0.0, 0.0, 3.0, -1.0, 0.4},
+  return tensor(std::vector<double>{0.5,  -1.2, 2.0, 0.3, -0.7, 1.5, 0.2, -0.4, 0.9,  0.0,
+                                    -2.0, 0.7,  0.1, 1.8, -0.3, 0.0, 0.0, 3.0,  -1.0, 0.4},
                 {4, 5});
 }
 Tensor reference_target() { return tensor(std::vector<int64_t>{2, 0, 3, 1}); }
@@ -26,7 +26,6 @@ Tensor reference_nd_target() { return tensor(std::vector<int64_t>{2, -1, 0, 1}, 
 
 // The reference values are printed by PyTorch with 12 significant digits.
 constexpr double kReferenceTolerance = 1e-10;
-
 
 // Cross entropy written with separate ops, for comparison with the fused kernel: rows of
 // log-probabilities, the target's picked out by gather, the smoothing term as a weighted sum.
@@ -70,7 +69,7 @@ TEST_CASE("cross_entropy matches PyTorch for each reduction") {
   const Tensor x = reference_logits(), t = reference_target();
   test::check_close(F::cross_entropy(x, t), {1.22079338525}, kReferenceTolerance);
   test::check_close(F::cross_entropy(x, t, {.reduction = Reduction::none}),
-              {0.414610759465, 0.785745599817, 0.507047580656, 3.17576960106}, kReferenceTolerance);
+                    {0.414610759465, 0.785745599817, 0.507047580656, 3.17576960106}, kReferenceTolerance);
   test::check_close(F::cross_entropy(x, t, {.reduction = Reduction::sum}), {4.883173541}, kReferenceTolerance);
 }
 
@@ -78,17 +77,19 @@ TEST_CASE("cross_entropy matches PyTorch with class weights, ignore_index and la
   const Tensor x = reference_logits(), t = reference_target(), w = reference_weight();
   test::check_close(F::cross_entropy(x, t, {.weight = w}), {1.03168705818}, kReferenceTolerance);
   test::check_close(F::cross_entropy(x, t, {.weight = w, .reduction = Reduction::none}),
-              {0.82922151893, 0.392872799909, 0.760571370985, 3.17576960106}, kReferenceTolerance);
+                    {0.82922151893, 0.392872799909, 0.760571370985, 3.17576960106}, kReferenceTolerance);
   test::check_close(F::cross_entropy(x, t, {.ignore_index = 1}), {0.569134646646}, kReferenceTolerance);
   test::check_close(F::cross_entropy(x, t, {.label_smoothing = 0.2}), {1.42779338525}, kReferenceTolerance);
   test::check_close(F::cross_entropy(x, t, {.reduction = Reduction::none, .label_smoothing = 0.2}),
-              {0.778610759465, 0.997745599817, 0.855047580656, 3.07976960106}, kReferenceTolerance);
+                    {0.778610759465, 0.997745599817, 0.855047580656, 3.07976960106}, kReferenceTolerance);
   const F::CrossEntropyOptions all{.weight = w, .ignore_index = 1, .label_smoothing = 0.2};
   test::check_close(F::cross_entropy(x, t, all), {0.734962566481}, kReferenceTolerance);
-  test::check_close(F::cross_entropy(x, t, {.weight = w, .ignore_index = 1, .reduction = Reduction::sum, .label_smoothing = 0.2}),
-              {2.93985026592}, kReferenceTolerance);
-  test::check_close(F::cross_entropy(x, t, {.weight = w, .ignore_index = 1, .reduction = Reduction::none, .label_smoothing = 0.2}),
-              {1.10596691134, 0.784591219084, 1.0492921355, 0.0}, kReferenceTolerance);
+  test::check_close(
+      F::cross_entropy(x, t, {.weight = w, .ignore_index = 1, .reduction = Reduction::sum, .label_smoothing = 0.2}),
+      {2.93985026592}, kReferenceTolerance);
+  test::check_close(
+      F::cross_entropy(x, t, {.weight = w, .ignore_index = 1, .reduction = Reduction::none, .label_smoothing = 0.2}),
+      {1.10596691134, 0.784591219084, 1.0492921355, 0.0}, kReferenceTolerance);
 }
 
 TEST_CASE("cross_entropy's gradient matches PyTorch with weights, ignore_index and label smoothing") {
@@ -96,26 +97,42 @@ TEST_CASE("cross_entropy's gradient matches PyTorch with weights, ignore_index a
   F::cross_entropy(x, reference_target(), {.weight = reference_weight(), .ignore_index = 1, .label_smoothing = 0.2})
       .backward();
   test::check_close(x.grad(),
-              {0.0625088313847, 0.00233275122204, -0.117446408232, 0.040271556359, 0.012333269266,
-               -0.0329868001682, 0.00962588647227, -0.00922908513536, 0.02452168202, 0.00806831681127,
-               -0.000176569457341, 0.0617713524683, 0.0193889533728, -0.099386941422, 0.0184032050382,
-               0, 0, 0, 0, 0},
-              kReferenceTolerance);
+                    {0.0625088313847,
+                     0.00233275122204,
+                     -0.117446408232,
+                     0.040271556359,
+                     0.012333269266,
+                     -0.0329868001682,
+                     0.00962588647227,
+                     -0.00922908513536,
+                     0.02452168202,
+                     0.00806831681127,
+                     -0.000176569457341,
+                     0.0617713524683,
+                     0.0193889533728,
+                     -0.099386941422,
+                     0.0184032050382,
+                     0,
+                     0,
+                     0,
+                     0,
+                     0},
+                    kReferenceTolerance);
 }
 
 TEST_CASE("cross_entropy over [N, C, d] input matches PyTorch") {
   const Tensor x = reference_nd_logits(), t = reference_nd_target();
   test::check_close(F::cross_entropy(x, t, {.ignore_index = -1}), {1.52998984041}, kReferenceTolerance);
   test::check_close(F::cross_entropy(x, t, {.ignore_index = -1, .reduction = Reduction::none}),
-              {2.18981390858, 0.0, 1.12967500588, 1.27048060678}, kReferenceTolerance);
+                    {2.18981390858, 0.0, 1.12967500588, 1.27048060678}, kReferenceTolerance);
   test::check_close(F::cross_entropy(x, t, {.ignore_index = -1, .label_smoothing = 0.1}), {1.50776761819},
-              kReferenceTolerance);
+                    kReferenceTolerance);
 }
 
 TEST_CASE("nll_loss on log_softmax matches PyTorch") {
   const Tensor log_probs = log_softmax(reference_logits(), 1);
   test::check_close(F::nll_loss(log_probs, reference_target(), {.weight = reference_weight(), .ignore_index = 1}),
-              {0.495666422456}, kReferenceTolerance);
+                    {0.495666422456}, kReferenceTolerance);
 }
 
 // ---- shapes and edge cases ----
@@ -164,8 +181,9 @@ TEST_CASE("fused cross_entropy equals the composite formula on odd shapes and st
   const Case cases[] = {
       {test::rand_input({7, 13}, -3, 3), {7}},
       {test::rand_input({3, 5, 4, 2}, -3, 3), {3, 4, 2}},
-      {test::noncontiguous_input({6, 11}, -3, 3), {6}},                          // rows strided
-      {test::rand_input({2, 4, 3, 5}, -3, 3).detach().permute({0, 3, 1, 2}).requires_grad_(), {2, 4, 3}},  // [2, 5, 4, 3]
+      {test::noncontiguous_input({6, 11}, -3, 3), {6}},  // rows strided
+      {test::rand_input({2, 4, 3, 5}, -3, 3).detach().permute({0, 3, 1, 2}).requires_grad_(),
+       {2, 4, 3}},  // [2, 5, 4, 3]
   };
   for (const Case& c : cases) {
     Tensor logits = c.logits;
@@ -212,13 +230,18 @@ TEST_CASE("cross_entropy passes gradcheck with weights, ignore_index, smoothing 
   for (Reduction reduction : kReductions) {
     for (double smoothing : {0.0, 0.25}) {
       INFO("reduction ", static_cast<int>(reduction), ", smoothing ", smoothing);
-      CHECK_GRADCHECK([&](const TensorList& in) {
-        return F::cross_entropy(in[0], target, {.weight = weight, .ignore_index = 2, .reduction = reduction,
-                                                .label_smoothing = smoothing});
-      }, {test::rand_input({5, 4}, -2, 2)});
-      CHECK_GRADCHECK([&](const TensorList& in) {
-        return F::cross_entropy(in[0], nd_target, {.reduction = reduction, .label_smoothing = smoothing});
-      }, {test::rand_input({3, 4, 2, 2}, -2, 2)});
+      CHECK_GRADCHECK(
+          [&](const TensorList& in) {
+            return F::cross_entropy(
+                in[0], target,
+                {.weight = weight, .ignore_index = 2, .reduction = reduction, .label_smoothing = smoothing});
+          },
+          {test::rand_input({5, 4}, -2, 2)});
+      CHECK_GRADCHECK(
+          [&](const TensorList& in) {
+            return F::cross_entropy(in[0], nd_target, {.reduction = reduction, .label_smoothing = smoothing});
+          },
+          {test::rand_input({3, 4, 2, 2}, -2, 2)});
     }
   }
 }
@@ -227,9 +250,9 @@ TEST_CASE("nll_loss passes gradcheck for every reduction") {
   const Tensor weight = rand({3}, {DType::f64}, &test::rng()) + 0.5;
   const Tensor target = random_target({6}, 3, -100);
   for (Reduction reduction : kReductions)
-    CHECK_GRADCHECK([&](const TensorList& in) {
-      return F::nll_loss(in[0], target, {.weight = weight, .reduction = reduction});
-    }, {test::rand_input({6, 3}, -3, 0)});
+    CHECK_GRADCHECK(
+        [&](const TensorList& in) { return F::nll_loss(in[0], target, {.weight = weight, .reduction = reduction}); },
+        {test::rand_input({6, 3}, -3, 0)});
 }
 
 // ---- mse_loss ----
@@ -240,8 +263,8 @@ TEST_CASE("mse_loss averages, sums or keeps the squared differences") {
   CHECK(test::values(F::mse_loss(a, b, Reduction::none)) == std::vector<double>{1, 0, 4, 9});
   CHECK(F::mse_loss(a, b, Reduction::sum).item() == 14.0);
   CHECK(F::mse_loss(a, b).item() == 3.5);
-  CHECK_THROWS_WITH_AS(F::mse_loss(a, b.reshape({4})), doctest::Contains("input of shape [2, 2] and target of shape [4]"),
-                       Error);
+  CHECK_THROWS_WITH_AS(F::mse_loss(a, b.reshape({4})),
+                       doctest::Contains("input of shape [2, 2] and target of shape [4]"), Error);
 }
 
 TEST_CASE("mse_loss passes gradcheck for input and target") {

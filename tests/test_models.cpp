@@ -11,8 +11,8 @@ TEST_CASE("the CNN has PyTorch's parameter count and state_dict names") {
   // conv 1*32*25+32, bn 2*32, conv 32*64*25+64, bn 2*64, fc 3136*64+64, fc 64*10+10
   CHECK(models::count_parameters(*model) == 253706);
   const auto state = model->state_dict();
-  for (const char* key : {"0.weight", "0.bias", "1.weight", "1.running_mean", "1.running_var",
-                          "1.num_batches_tracked", "4.weight", "9.weight", "11.bias"})
+  for (const char* key : {"0.weight", "0.bias", "1.weight", "1.running_mean", "1.running_var", "1.num_batches_tracked",
+                          "4.weight", "9.weight", "11.bias"})
     CHECK_MESSAGE(state.count(key) == 1, key);
   CHECK(state.at("9.weight").sizes() == Shape{64, 3136});
 }

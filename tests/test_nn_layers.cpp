@@ -33,7 +33,6 @@ double max_abs(const Tensor& t) {
   return worst;
 }
 
-
 std::vector<std::string> names_of(const nn::NamedTensors& named) {
   std::vector<std::string> names;
   for (const auto& entry : named) names.push_back(entry.first);
@@ -322,8 +321,7 @@ constexpr double kEps = 1e-5;
 TEST_CASE("BatchNorm starts with unit weight, zero bias, zero mean and unit variance buffers") {
   nn::BatchNorm2d bn(3);
   CHECK(names_of(bn.named_parameters()) == std::vector<std::string>{"weight", "bias"});
-  CHECK(names_of(bn.named_buffers()) ==
-        std::vector<std::string>{"running_mean", "running_var", "num_batches_tracked"});
+  CHECK(names_of(bn.named_buffers()) == std::vector<std::string>{"running_mean", "running_var", "num_batches_tracked"});
   CHECK(test::values(bn.weight) == std::vector<double>{1, 1, 1});
   CHECK(test::values(bn.bias) == std::vector<double>{0, 0, 0});
   CHECK(test::values(bn.running_mean) == std::vector<double>{0, 0, 0});
@@ -394,8 +392,8 @@ TEST_CASE("BatchNorm without running statistics uses the batch's in eval too, an
 
 TEST_CASE("BatchNorm rejects wrong ranks, channel counts, and one value per channel in training") {
   nn::BatchNorm2d bn2d(3);
-  CHECK_THROWS_WITH_AS(bn2d(zeros({2, 3, 4})), doctest::Contains("BatchNorm2d: expected an input of shape [N, C, H, W]"),
-                       Error);
+  CHECK_THROWS_WITH_AS(bn2d(zeros({2, 3, 4})),
+                       doctest::Contains("BatchNorm2d: expected an input of shape [N, C, H, W]"), Error);
   CHECK_THROWS_WITH_AS(bn2d(zeros({2, 4, 2, 2})), doctest::Contains("expected 3 channels"), Error);
   nn::BatchNorm1d bn1d(3);
   CHECK_THROWS_WITH_AS(bn1d(zeros({1, 3})), doctest::Contains("more than 1 value per channel"), Error);
@@ -410,9 +408,9 @@ TEST_CASE("batch_norm passes gradcheck for input, weight and bias in training an
     INFO("shape ", shape_str(shape));
     CHECK_GRADCHECK([](const TensorList& in) { return batch_norm(in[0], in[1], in[2], Tensor(), Tensor(), true); },
                     {test::rand_input(shape), test::rand_input({3}), test::rand_input({3})});
-    CHECK_GRADCHECK([&](const TensorList& in) {
-      return batch_norm(in[0], in[1], in[2], running_mean, running_var, false);
-    }, {test::rand_input(shape), test::rand_input({3}), test::rand_input({3})});
+    CHECK_GRADCHECK(
+        [&](const TensorList& in) { return batch_norm(in[0], in[1], in[2], running_mean, running_var, false); },
+        {test::rand_input(shape), test::rand_input({3}), test::rand_input({3})});
   }
   CHECK_GRADCHECK([](const TensorList& in) { return batch_norm(in[0], Tensor(), Tensor(), Tensor(), Tensor(), true); },
                   {test::noncontiguous_input({4, 2, 3})});
@@ -445,7 +443,8 @@ TEST_CASE("fused batch_norm equals the composite formula on odd shapes and strid
     NoGradGuard no_grad;
     const Shape dims = all_dims_but_channels(x.dim());
     test::check_close(running_mean, test::values(old_mean * (1 - momentum) + x.mean(dims) * momentum), 1e-12);
-    test::check_close(running_var, test::values(old_var * (1 - momentum) + x.var(dims, /*unbiased=*/true) * momentum), 1e-12);
+    test::check_close(running_var, test::values(old_var * (1 - momentum) + x.var(dims, /*unbiased=*/true) * momentum),
+                      1e-12);
   }
 }
 
@@ -461,7 +460,8 @@ TEST_CASE("batch_norm and layer_norm give the same bits on one thread and on two
   const Tensor x = randn({16, 8, 32, 32}, {}, &test::rng()).requires_grad_();
   const Tensor w = randn({8}, {}, &test::rng()).requires_grad_(), b = randn({8}, {}, &test::rng()).requires_grad_();
   const Tensor rows = randn({512, 256}, {}, &test::rng()).requires_grad_();
-  const Tensor lw = randn({256}, {}, &test::rng()).requires_grad_(), lb = randn({256}, {}, &test::rng()).requires_grad_();
+  const Tensor lw = randn({256}, {}, &test::rng()).requires_grad_(),
+               lb = randn({256}, {}, &test::rng()).requires_grad_();
   std::vector<std::vector<double>> results[2];
   for (int threads : {1, 2}) {
     test::NumThreadsGuard guard(threads);
@@ -484,10 +484,11 @@ TEST_CASE("LayerNorm normalises each row over the last dims, then applies weight
   CHECK(names_of(norm.named_parameters()) == std::vector<std::string>{"weight", "bias"});
   const double s = std::sqrt(1.25 + kEps);  // row 1, 2, 3, 4: mean 2.5, biased var 1.25
   test::check_close(norm(tensor(std::vector<double>{1, 2, 3, 4, 2, 2, 2, 2}, {2, 4})),
-              {-1.5 / s, -0.5 / s, 0.5 / s, 1.5 / s, 0, 0, 0, 0}, 1e-12);
+                    {-1.5 / s, -0.5 / s, 0.5 / s, 1.5 / s, 0, 0, 0, 0}, 1e-12);
   assign(norm.weight, {1, 2, 3, 4});
   assign(norm.bias, {0, 0, 0, 1});
-  test::check_close(norm(tensor(std::vector<double>{1, 2, 3, 4}, {1, 4})), {-1.5 / s, -1 / s, 1.5 / s, 6 / s + 1}, 1e-12);
+  test::check_close(norm(tensor(std::vector<double>{1, 2, 3, 4}, {1, 4})), {-1.5 / s, -1 / s, 1.5 / s, 6 / s + 1},
+                    1e-12);
   CHECK(nn::LayerNorm({2, 4}, kEps, false).named_parameters().empty());
 }
 
@@ -500,8 +501,11 @@ TEST_CASE("LayerNorm rejects an input that does not end with normalized_shape") 
 TEST_CASE("layer_norm passes gradcheck over the last one and two dims") {
   CHECK_GRADCHECK([](const TensorList& in) { return layer_norm(in[0], {5}, in[1], in[2]); },
                   {test::rand_input({3, 5}), test::rand_input({5}), test::rand_input({5})});
-  CHECK_GRADCHECK([](const TensorList& in) { return layer_norm(in[0], {3, 4}, in[1], in[2]); },
-                  {test::noncontiguous_input({2, 3, 4}), test::rand_input({3, 4}), test::rand_input({3, 4})});
+  CHECK_GRADCHECK(
+      [](const TensorList& in) {
+        return layer_norm(in[0], {3, 4}, in[1], in[2]);
+      },
+      {test::noncontiguous_input({2, 3, 4}), test::rand_input({3, 4}), test::rand_input({3, 4})});
   CHECK_GRADCHECK([](const TensorList& in) { return layer_norm(in[0], {6}); }, {test::rand_input({2, 2, 6})});
 }
 

@@ -82,22 +82,32 @@ TEST_CASE("scalar operands work on either side") {
 TEST_CASE("unary ops match their formulas") {
   const std::vector<double> inputs{-3.5, -1, -0.25, 0, 0.3, 1, 2.75};
   const Tensor x = f64(inputs);
-  check_elementwise(x.neg(), inputs, [](double v) { return -v; }, 0);
-  check_elementwise(x.exp(), inputs, [](double v) { return std::exp(v); }, 1e-15);
-  check_elementwise(x.abs(), inputs, [](double v) { return std::abs(v); }, 0);
-  check_elementwise(x.tanh(), inputs, [](double v) { return std::tanh(v); }, 1e-15);
-  check_elementwise(x.sigmoid(), inputs, [](double v) { return 1 / (1 + std::exp(-v)); }, 1e-15);
-  check_elementwise(x.relu(), inputs, [](double v) { return v > 0 ? v : 0.0; }, 0);
+  check_elementwise(
+      x.neg(), inputs, [](double v) { return -v; }, 0);
+  check_elementwise(
+      x.exp(), inputs, [](double v) { return std::exp(v); }, 1e-15);
+  check_elementwise(
+      x.abs(), inputs, [](double v) { return std::abs(v); }, 0);
+  check_elementwise(
+      x.tanh(), inputs, [](double v) { return std::tanh(v); }, 1e-15);
+  check_elementwise(
+      x.sigmoid(), inputs, [](double v) { return 1 / (1 + std::exp(-v)); }, 1e-15);
+  check_elementwise(
+      x.relu(), inputs, [](double v) { return v > 0 ? v : 0.0; }, 0);
   check_elementwise(x.gelu(), inputs, gelu_erf_reference, 1e-15);
   check_elementwise(x.gelu(true), inputs, gelu_tanh_reference, 1e-15);
   const std::vector<double> positive{0.01, 0.5, 1, 4, 100};
   const Tensor p = f64(positive);
-  check_elementwise(p.log(), positive, [](double v) { return std::log(v); }, 1e-15);
-  check_elementwise(p.sqrt(), positive, [](double v) { return std::sqrt(v); }, 1e-15);
-  check_elementwise(p.rsqrt(), positive, [](double v) { return 1 / std::sqrt(v); }, 1e-15);
+  check_elementwise(
+      p.log(), positive, [](double v) { return std::log(v); }, 1e-15);
+  check_elementwise(
+      p.sqrt(), positive, [](double v) { return std::sqrt(v); }, 1e-15);
+  check_elementwise(
+      p.rsqrt(), positive, [](double v) { return 1 / std::sqrt(v); }, 1e-15);
   // In f32 the same formulas hold to f32 precision.
   check_elementwise(x.to(DType::f32).gelu(), inputs, gelu_erf_reference, 1e-6);
-  check_elementwise(x.to(DType::f32).sigmoid(), inputs, [](double v) { return 1 / (1 + std::exp(-v)); }, 1e-6);
+  check_elementwise(
+      x.to(DType::f32).sigmoid(), inputs, [](double v) { return 1 / (1 + std::exp(-v)); }, 1e-6);
 }
 
 TEST_CASE("gelu matches published values of both forms") {
@@ -173,7 +183,7 @@ TEST_CASE("where and masked_fill select by a broadcast condition") {
   const Tensor filled = arange(3).masked_fill(tensor(std::vector<bool>{true, false, false}), 2.5);
   CHECK(filled.dtype() == DType::i64);
   CHECK(test::values(filled) == std::vector<double>{2, 1, 2});
-  CHECK_THROWS_WITH_AS(x.masked_fill(tensor(std::vector<bool>{true, false}, {2, 1, 1}), 0), 
+  CHECK_THROWS_WITH_AS(x.masked_fill(tensor(std::vector<bool>{true, false}, {2, 1, 1}), 0),
                        "masked_fill: mask of shape [2, 1, 1] does not broadcast to the tensor's shape [2, 3]", Error);
   CHECK_THROWS_WITH_AS(where(a, a, a), "where: condition must be bool, got f64", Error);
 }
@@ -212,8 +222,8 @@ TEST_CASE("incompatible broadcasts throw naming the op and both shapes") {
                        "maximum: shapes [5, 2] and [3, 1, 4] cannot be broadcast (dim 2: 2 vs 4)", Error);
   CHECK_THROWS_WITH_AS(a.lt(b), "lt: shapes [2, 3] and [4] cannot be broadcast (dim 1: 3 vs 4)", Error);
   Tensor small = zeros({3});
-  CHECK_THROWS_WITH_AS(small.add_(a), "add_: the result of shape [2, 3] cannot be written in place into a tensor of shape [3]",
-                       Error);
+  CHECK_THROWS_WITH_AS(small.add_(a),
+                       "add_: the result of shape [2, 3] cannot be written in place into a tensor of shape [3]", Error);
   CHECK_THROWS_WITH_AS(arange(3).exp(), "exp: expected a floating tensor, got i64", Error);
 }
 
@@ -447,13 +457,18 @@ TEST_CASE("binary kernels give the same values for every operand layout") {
       {"column [3, 5, 1]", b_full.narrow(2, 0, 1)},
       {"middle [3, 1, 7]", b_full.narrow(1, 4, 1)},
   };
-  const std::vector<std::tuple<const char*, std::function<Tensor(const Tensor&, const Tensor&)>, double (*)(double, double)>> ops = {
-      {"add", [](const Tensor& x, const Tensor& y) { return add(x, y, 2.0); }, [](double x, double y) { return x + 2 * y; }},
-      {"mul", [](const Tensor& x, const Tensor& y) { return x * y; }, [](double x, double y) { return x * y; }},
-      {"div", [](const Tensor& x, const Tensor& y) { return x / y; }, [](double x, double y) { return x / y; }},
-      {"maximum", [](const Tensor& x, const Tensor& y) { return maximum(x, y); }, [](double x, double y) { return std::max(x, y); }},
-      {"gt", [](const Tensor& x, const Tensor& y) { return gt(x, y); }, [](double x, double y) { return double(x > y); }},
-  };
+  const std::vector<
+      std::tuple<const char*, std::function<Tensor(const Tensor&, const Tensor&)>, double (*)(double, double)>>
+      ops = {
+          {"add", [](const Tensor& x, const Tensor& y) { return add(x, y, 2.0); },
+           [](double x, double y) { return x + 2 * y; }},
+          {"mul", [](const Tensor& x, const Tensor& y) { return x * y; }, [](double x, double y) { return x * y; }},
+          {"div", [](const Tensor& x, const Tensor& y) { return x / y; }, [](double x, double y) { return x / y; }},
+          {"maximum", [](const Tensor& x, const Tensor& y) { return maximum(x, y); },
+           [](double x, double y) { return std::max(x, y); }},
+          {"gt", [](const Tensor& x, const Tensor& y) { return gt(x, y); },
+           [](double x, double y) { return double(x > y); }},
+      };
   for (const auto& [a_name, a_layout] : a_layouts) {
     for (const auto& [b_name, b_layout] : b_layouts) {
       const Tensor b_expanded = b_layout.to(DType::f32).expand({3, 5, 7}).contiguous();
@@ -498,7 +513,8 @@ TEST_CASE("16-bit kernels compute in float and round once to the result") {
     const Tensor narrow_x = transposed_copy(x.to(dtype));
     // Reference: the same inputs, the op in f32, rounded to the 16-bit dtype once.
     CHECK(test::values(narrow_x.tanh()) == test::values(narrow_x.to(DType::f32).tanh().to(dtype)));
-    CHECK(test::values(narrow_x * narrow_x) == test::values((narrow_x.to(DType::f32) * narrow_x.to(DType::f32)).to(dtype)));
+    CHECK(test::values(narrow_x * narrow_x) ==
+          test::values((narrow_x.to(DType::f32) * narrow_x.to(DType::f32)).to(dtype)));
     CHECK((narrow_x + narrow_x).dtype() == dtype);
   }
 }
@@ -511,8 +527,17 @@ TEST_CASE("kernels give the same bits on 1 and 2 threads above the parallel grai
   const Tensor row = rand({29}, {DType::f32}, &generator);
   auto run = [&](int threads) {
     test::NumThreadsGuard guard(threads);
-    std::vector<Tensor> results = {a * b, add(a, row, 0.5), a.gelu(), b.exp(), gt(a, b), where(gt(a, b), a, row),
-                                   a.clamp(0.25, 0.75), b.to(DType::f16), a.sum({1}), b.sum(), b.mean({0, 2})};
+    std::vector<Tensor> results = {a * b,
+                                   add(a, row, 0.5),
+                                   a.gelu(),
+                                   b.exp(),
+                                   gt(a, b),
+                                   where(gt(a, b), a, row),
+                                   a.clamp(0.25, 0.75),
+                                   b.to(DType::f16),
+                                   a.sum({1}),
+                                   b.sum(),
+                                   b.mean({0, 2})};
     Tensor in_place = b.clone();
     in_place.transpose(0, 2).add_(row.unsqueeze(1).unsqueeze(1));
     results.push_back(in_place);
@@ -563,7 +588,8 @@ TEST_CASE("sum accumulates 16-bit floats in high precision and rounds once") {
   const Tensor x = full({10000}, 0.1, {DType::f16});
   CHECK(x.sum().dtype() == DType::f16);
   CHECK(x.sum().item() == 1000.0);
-  CHECK(full({10000}, 0.1, {DType::bf16}).sum().item() == doctest::Approx(1000.0).epsilon(0.004));  // bf16 spacing at 1000 is 4
+  CHECK(full({10000}, 0.1, {DType::bf16}).sum().item() ==
+        doctest::Approx(1000.0).epsilon(0.004));  // bf16 spacing at 1000 is 4
 }
 
 TEST_CASE("sum and mean pass gradcheck over dims, keepdim and non-contiguous inputs") {

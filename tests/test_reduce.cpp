@@ -208,17 +208,19 @@ TEST_CASE("norm's gradient is x / |x| for p = 2 and splits ties for p = inf") {
 // ---- logsumexp ----
 
 TEST_CASE("logsumexp is stable for large values and handles rows of -inf and +inf") {
-  const Tensor x = f32({1000, 1000, -INFINITY, -INFINITY, 0, static_cast<float>(std::log(3.0)),
-                        INFINITY, 1, -1000, -1000},
-                       {5, 2});
+  const Tensor x =
+      f32({1000, 1000, -INFINITY, -INFINITY, 0, static_cast<float>(std::log(3.0)), INFINITY, 1, -1000, -1000}, {5, 2});
   check_values(x.logsumexp({1}), {1000 + std::log(2.0), -kInf, std::log(4.0), kInf, -1000 + std::log(2.0)}, 1e-4);
   CHECK(x.logsumexp({-1}, true).sizes() == Shape{5, 1});
   const Tensor y = f64({0, 1, 2, 3, 4, 5}, {2, 1, 3});
-  const double all = std::log(std::exp(0.0) + std::exp(1.0) + std::exp(2.0) + std::exp(3.0) + std::exp(4.0) + std::exp(5.0));
+  const double all =
+      std::log(std::exp(0.0) + std::exp(1.0) + std::exp(2.0) + std::exp(3.0) + std::exp(4.0) + std::exp(5.0));
   check_values(logsumexp(y, {0, 2}), {all}, 1e-12);
   check_values(logsumexp(y, {}), {all}, 1e-12);
-  check_values(logsumexp(y, {0}, true), {std::log(1 + std::exp(3.0)), std::log(std::exp(1.0) + std::exp(4.0)),
-                                         std::log(std::exp(2.0) + std::exp(5.0))}, 1e-12);
+  check_values(
+      logsumexp(y, {0}, true),
+      {std::log(1 + std::exp(3.0)), std::log(std::exp(1.0) + std::exp(4.0)), std::log(std::exp(2.0) + std::exp(5.0))},
+      1e-12);
 }
 
 // ---- softmax / log_softmax ----
@@ -227,10 +229,10 @@ TEST_CASE("softmax and log_softmax are stable where exp(x) overflows") {
   const Tensor x = f32({1000, 1001, 1002, -1000, -1001, -1002}, {2, 3});
   // softmax([0, 1, 2]) = e^k / (1 + e + e^2)
   const double z = 1 + std::exp(1.0) + std::exp(2.0);
-  check_values(x.softmax(1), {1 / z, std::exp(1.0) / z, std::exp(2.0) / z,
-                              std::exp(2.0) / z, std::exp(1.0) / z, 1 / z}, kExact);
-  check_values(x.log_softmax(-1), {-std::log(z), 1 - std::log(z), 2 - std::log(z),
-                                   2 - std::log(z), 1 - std::log(z), -std::log(z)}, 1e-5);
+  check_values(x.softmax(1), {1 / z, std::exp(1.0) / z, std::exp(2.0) / z, std::exp(2.0) / z, std::exp(1.0) / z, 1 / z},
+               kExact);
+  check_values(x.log_softmax(-1),
+               {-std::log(z), 1 - std::log(z), 2 - std::log(z), 2 - std::log(z), 1 - std::log(z), -std::log(z)}, 1e-5);
   // Along dim 0 each column is (1000 + k, -1000 - k): the positive entry takes everything.
   check_values(x.softmax(0), {1, 1, 1, 0, 0, 0}, 0.0);
 }
@@ -329,10 +331,10 @@ TEST_CASE("f16 and bf16 reductions accumulate in high precision and round once")
 TEST_CASE("reductions give the same bits for any thread count") {
   const Tensor x = randn({3, 100003}, {}, &test::rng());
   const auto run_all = [&] {
-    return std::vector<std::vector<double>>{
-        test::values(x.sum({1})), test::values(x.var({1})), test::values(x.norm(3, {1})),
-        test::values(x.logsumexp({1})), test::values(x.argmax(1)), test::values(x.sum()),
-        test::values(x.softmax(1)), test::values(x.softmax(0))};
+    return std::vector<std::vector<double>>{test::values(x.sum({1})),     test::values(x.var({1})),
+                                            test::values(x.norm(3, {1})), test::values(x.logsumexp({1})),
+                                            test::values(x.argmax(1)),    test::values(x.sum()),
+                                            test::values(x.softmax(1)),   test::values(x.softmax(0))};
   };
   const int threads = get_num_threads();
   set_num_threads(1);
@@ -438,10 +440,12 @@ TEST_CASE("var, norm, softmax, log_softmax and logsumexp require a floating tens
 
 TEST_CASE("max, min and argmax of an empty dim throw naming the op and the shape") {
   const Tensor x = zeros({2, 0});
-  CHECK_THROWS_WITH_AS(x.max(), doctest::Contains("max: cannot reduce dim 1 of size 0 (input shape [2, 0])"), sg::Error);
+  CHECK_THROWS_WITH_AS(x.max(), doctest::Contains("max: cannot reduce dim 1 of size 0 (input shape [2, 0])"),
+                       sg::Error);
   CHECK_THROWS_WITH_AS(amin(x, {1}), doctest::Contains("amin: cannot reduce dim 1 of size 0"), sg::Error);
   CHECK_THROWS_WITH_AS(x.max(1), doctest::Contains("max: cannot reduce dim 1"), sg::Error);
-  CHECK_THROWS_WITH_AS(x.argmax(), doctest::Contains("argmax: cannot reduce dim 1 of size 0 (input shape [2, 0])"), sg::Error);
+  CHECK_THROWS_WITH_AS(x.argmax(), doctest::Contains("argmax: cannot reduce dim 1 of size 0 (input shape [2, 0])"),
+                       sg::Error);
   CHECK_THROWS_WITH_AS(x.argmin(-1), doctest::Contains("argmin"), sg::Error);
   // Reducing the non-empty dim is fine: one result per (absent) row.
   CHECK(amax(x, {0}).sizes() == Shape{0});

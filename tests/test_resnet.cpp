@@ -35,12 +35,9 @@ Tensor closed_form(const std::string& name, const Tensor& like) {
   const std::string leaf = name.substr(name.rfind('.') + 1);
   if (leaf == "num_batches_tracked") return zeros_like(like);
   double offset = 0.0, scale = 0.1;  // bias, running_mean
-  if (leaf == "weight" && like.dim() > 1)
-    scale = std::sqrt(4.0 / static_cast<double>(like.numel() / like.size(0)));
-  else if (leaf == "weight")
-    offset = 1.0, scale = 0.2;
-  else if (leaf == "running_var")
-    offset = 1.0, scale = 0.5;
+  if (leaf == "weight" && like.dim() > 1) scale = std::sqrt(4.0 / static_cast<double>(like.numel() / like.size(0)));
+  else if (leaf == "weight") offset = 1.0, scale = 0.2;
+  else if (leaf == "running_var") offset = 1.0, scale = 0.5;
   const double salt = static_cast<double>(fnv1a32(name) % 10000) / 1000.0;
   std::vector<double> values(static_cast<size_t>(like.numel()));
   for (size_t i = 0; i < values.size(); ++i)

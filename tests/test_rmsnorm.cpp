@@ -12,8 +12,7 @@ TEST_CASE("RMSNorm divides each row by its root mean square, then scales by weig
   nn::RMSNorm norm({4}, 1e-6);
   norm.to(DType::f64);
   const double rms = std::sqrt((1.0 + 4 + 9 + 16) / 4 + 1e-6);  // row 1, 2, 3, 4
-  test::check_close(norm(tensor(std::vector<double>{1, 2, 3, 4}, {1, 4})), {1 / rms, 2 / rms, 3 / rms, 4 / rms},
-                    1e-12);
+  test::check_close(norm(tensor(std::vector<double>{1, 2, 3, 4}, {1, 4})), {1 / rms, 2 / rms, 3 / rms, 4 / rms}, 1e-12);
   norm.weight.detach().copy_(tensor(std::vector<double>{1, -1, 2, 0.5}, {4}));
   test::check_close(norm(tensor(std::vector<double>{1, 2, 3, 4}, {1, 4})), {1 / rms, -2 / rms, 6 / rms, 2 / rms},
                     1e-12);

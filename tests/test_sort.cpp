@@ -37,9 +37,8 @@ std::vector<double> reference_order(const std::vector<double>& row, bool descend
   std::vector<int64_t> order(row.size());
   std::iota(order.begin(), order.end(), 0);
   auto less = [](double a, double b) { return !std::isnan(a) && (std::isnan(b) || a < b); };
-  std::stable_sort(order.begin(), order.end(), [&](int64_t i, int64_t j) {
-    return descending ? less(row[j], row[i]) : less(row[i], row[j]);
-  });
+  std::stable_sort(order.begin(), order.end(),
+                   [&](int64_t i, int64_t j) { return descending ? less(row[j], row[i]) : less(row[i], row[j]); });
   return std::vector<double>(order.begin(), order.end());
 }
 

@@ -32,7 +32,8 @@ namespace {
 // Short timeouts: a wait that should fail does so within the test's budget.
 struct Store {
   explicit Store(const std::string& token = "", const TcpStoreLimits& limits = {})
-      : server("127.0.0.1", port, /*host_server=*/true, 2000ms, token, limits), token(token) {}
+      : server("127.0.0.1", port, /*host_server=*/true, 2000ms, token, limits),
+        token(token) {}
 
   int port = find_free_port();
   TcpStore server;
@@ -89,7 +90,8 @@ int greet(int fd, const std::string& token = "") {
 bool closed_by_store(int fd, std::chrono::milliseconds timeout) {
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   for (;;) {
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    const auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
     pollfd polled{fd, POLLIN, 0};
     if (left.count() <= 0 || ::poll(&polled, 1, static_cast<int>(left.count())) <= 0) return false;
     char buffer[256];
@@ -177,7 +179,7 @@ TEST_CASE("add is atomic across concurrent clients") {
   std::set<int64_t> seen;
   for (auto& adder : adders)
     for (int64_t total : adder.get()) seen.insert(total);
-  CHECK(seen.size() == 400);  // every add saw a different total: none overlapped another
+  CHECK(seen.size() == 400);      // every add saw a different total: none overlapped another
   CHECK(*seen.rbegin() == 1000);  // 100 * (1 + 2 + 3 + 4)
   CHECK(store.server.add("counter", 0) == 1000);
   CHECK(store.server.get("counter") == bytes("1000"));  // counters are decimal text, readable by get
@@ -187,10 +189,9 @@ TEST_CASE("add is atomic across concurrent clients") {
 TEST_CASE("add on a key that holds something other than a number is an error naming the key") {
   Store store;
   store.server.set("word", bytes("hello"));
-  CHECK_THROWS_WITH_AS(store.server.add("word", 1), doctest::Contains("add on key 'word'"),
-                       Error);
+  CHECK_THROWS_WITH_AS(store.server.add("word", 1), doctest::Contains("add on key 'word'"), Error);
   CHECK(store.server.get("word") == bytes("hello"));  // left as it was
-  CHECK(store.server.add("other", 2) == 2);            // and the server survived it
+  CHECK(store.server.add("other", 2) == 2);           // and the server survived it
 }
 
 TEST_CASE("check says whether every key exists, and wait returns once they all do") {
@@ -214,7 +215,8 @@ TEST_CASE("wait with a timeout fails naming the first missing key and the addres
   store.server.set("present", bytes("1"));
   const auto start = std::chrono::steady_clock::now();
   CHECK_THROWS_WITH_AS(client->wait({"present", "absent"}, 200ms),
-                       doctest::Contains(("key 'absent' did not appear in the store at " + store.address()).c_str()), Error);
+                       doctest::Contains(("key 'absent' did not appear in the store at " + store.address()).c_str()),
+                       Error);
   CHECK(std::chrono::steady_clock::now() - start < 1500ms);
 }
 
@@ -246,9 +248,10 @@ TEST_CASE("destroying the server while a client is blocked in get ends the get w
 TEST_CASE("connecting to a port nobody serves fails within the timeout, naming the address") {
   const int port = find_free_port();
   const auto start = std::chrono::steady_clock::now();
-  CHECK_THROWS_WITH_AS(TcpStore("127.0.0.1", port, /*host_server=*/false, 300ms),
-                       doctest::Contains(("could not connect to the store of rank 0 at 127.0.0.1:" + std::to_string(port)).c_str()),
-                       Error);
+  CHECK_THROWS_WITH_AS(
+      TcpStore("127.0.0.1", port, /*host_server=*/false, 300ms),
+      doctest::Contains(("could not connect to the store of rank 0 at 127.0.0.1:" + std::to_string(port)).c_str()),
+      Error);
   const auto waited = std::chrono::steady_clock::now() - start;
   CHECK(waited >= 300ms);  // it kept retrying: rank 0 may simply start late
   CHECK(waited < 1500ms);
@@ -257,7 +260,8 @@ TEST_CASE("connecting to a port nobody serves fails within the timeout, naming t
 TEST_CASE("a second server on a port already served is an error that suggests another port") {
   Store store;
   CHECK_THROWS_WITH_AS(TcpStore("127.0.0.1", store.port, /*host_server=*/true, 300ms),
-                       doctest::Contains(("cannot serve the store on port " + std::to_string(store.port)).c_str()), Error);
+                       doctest::Contains(("cannot serve the store on port " + std::to_string(store.port)).c_str()),
+                       Error);
 }
 
 // ---- a store that faces the network (Note [The store faces the network]) ----

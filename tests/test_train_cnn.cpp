@@ -33,7 +33,7 @@ TEST_CASE("train_cnn refuses a --save path in a missing directory at start-up, b
   INFO(run.output);
   CHECK(run.exit_code == 1);
   CHECK(test::contains(run.output,
-                 "train_cnn: --save " + save + ": the directory " + dir.path() + "/no/such/dir does not exist"));
+                       "train_cnn: --save " + save + ": the directory " + dir.path() + "/no/such/dir does not exist"));
   CHECK(!test::contains(run.output, "FashionMNIST"));
 }
 
@@ -51,8 +51,8 @@ TEST_CASE("train_cnn refuses a --threads count outside 1 to 1024, naming the fla
 TEST_CASE("train_cnn stops with an error after --max-nonfinite-steps consecutive inf or NaN losses") {
   if (!have_fashion_mnist()) return;
   // An lr of 1e30 blows the weights up in a step or two; from then on the loss is inf or NaN.
-  const Run run = train_cnn({"--optimizer", "sgd", "--lr", "1e30", "--train-subset", "640", "--epochs", "1",
-                             "--max-nonfinite-steps", "3"});
+  const Run run = train_cnn(
+      {"--optimizer", "sgd", "--lr", "1e30", "--train-subset", "640", "--epochs", "1", "--max-nonfinite-steps", "3"});
   INFO(run.output);
   CHECK(run.exit_code == 1);
   CHECK(test::contains(run.output, " for 3 consecutive steps (epoch 1, step "));

@@ -28,16 +28,24 @@ std::string write_text(const std::string& dir) {
 
 // The overrides every run shares: gpt-nano on write_text's file, no AMP, no workers, a CSV log.
 std::vector<std::string> small_run(const std::string& dir, const std::string& name, int64_t batch_size, int epochs) {
-  return {"data_config.path=" + write_text(dir), "data_config.block_size=16", "data_config.truncate=1.0",
-          "data_config.train_split=0.8", "gpt_config.model_type=gpt-nano",
-          "trainer_config.max_epochs=" + std::to_string(epochs), "trainer_config.batch_size=" + std::to_string(batch_size),
-          "trainer_config.data_loader_workers=0", "trainer_config.use_amp=false", "trainer_config.save_every=1",
+  return {"data_config.path=" + write_text(dir),
+          "data_config.block_size=16",
+          "data_config.truncate=1.0",
+          "data_config.train_split=0.8",
+          "gpt_config.model_type=gpt-nano",
+          "trainer_config.max_epochs=" + std::to_string(epochs),
+          "trainer_config.batch_size=" + std::to_string(batch_size),
+          "trainer_config.data_loader_workers=0",
+          "trainer_config.use_amp=false",
+          "trainer_config.save_every=1",
           "trainer_config.snapshot_path=" + dir + "/" + name + ".safetensors",
-          "trainer_config.log_path=" + dir + "/" + name + ".csv", "trainer_config.sample_tokens=20"};
+          "trainer_config.log_path=" + dir + "/" + name + ".csv",
+          "trainer_config.sample_tokens=20"};
 }
 
 std::vector<std::string> without_dropout(std::vector<std::string> args) {
-  for (const char* key : {"embd_pdrop", "resid_pdrop", "attn_pdrop"}) args.push_back(std::string("gpt_config.") + key + "=0");
+  for (const char* key : {"embd_pdrop", "resid_pdrop", "attn_pdrop"})
+    args.push_back(std::string("gpt_config.") + key + "=0");
   return args;
 }
 
@@ -75,7 +83,8 @@ TEST_CASE("train_gpt names an unknown override key, a value of the wrong type an
   test::TempDir dir;
   Run run = train_gpt({"trainer_config.max_epoch=2"});
   CHECK(run.exit_code == 1);
-  CHECK(test::contains(run.output, "override 'trainer_config.max_epoch=2': unknown key trainer_config.max_epoch (known keys: "));
+  CHECK(test::contains(run.output,
+                       "override 'trainer_config.max_epoch=2': unknown key trainer_config.max_epoch (known keys: "));
   run = train_gpt({"trainer_config.max_epochs=two"});
   CHECK(run.exit_code == 1);
   CHECK(test::contains(run.output, "trainer_config.max_epochs must be an integer, got 'two'"));
@@ -87,8 +96,9 @@ TEST_CASE("train_gpt names an unknown override key, a value of the wrong type an
   std::ofstream(config) << "data_config:\n  path: fortunes\n  blocksize: 64\n";
   run = train_gpt({"--config", config});
   CHECK(run.exit_code == 1);
-  CHECK(test::contains(run.output, "config " + config + ": unknown key data_config.blocksize (known keys in data_config: path, "
-                             "block_size, train_split, truncate)"));
+  CHECK(test::contains(run.output, "config " + config +
+                                       ": unknown key data_config.blocksize (known keys in data_config: path, "
+                                       "block_size, train_split, truncate)"));
   std::ofstream(config) << "model_config:\n  n_layer: 2\n";
   run = train_gpt({"--config", config});
   CHECK(test::contains(run.output, "unknown section 'model_config'"));
@@ -100,10 +110,13 @@ TEST_CASE("train_gpt names a data file that is missing, and refuses a snapshot d
   CHECK(run.exit_code == 1);
   CHECK(test::contains(run.output, dir.path() + "/none.txt does not exist or is not a file"));
   run = train_gpt({"trainer_config.snapshot_path=" + dir.path() + "/no/dir/s.safetensors"});
-  CHECK(test::contains(run.output, "trainer_config.snapshot_path " + dir.path() + "/no/dir/s.safetensors: the directory"));
+  CHECK(test::contains(run.output,
+                       "trainer_config.snapshot_path " + dir.path() + "/no/dir/s.safetensors: the directory"));
 }
 
-TEST_CASE("train_gpt trains gpt-nano, evaluates every epoch, saves a snapshot and prints a sample that --generate can continue") {
+TEST_CASE(
+    "train_gpt trains gpt-nano, evaluates every epoch, saves a snapshot and prints a sample that --generate can "
+    "continue") {
   test::TempDir dir;
   std::vector<std::string> args = small_run(dir.path(), "a", 16, 2);
   args.push_back("trainer_config.tensorboard_dir=" + dir.path() + "/tb");
@@ -126,12 +139,13 @@ TEST_CASE("train_gpt trains gpt-nano, evaluates every epoch, saves a snapshot an
   CHECK(test::contains(run.output, "--- sample (20 tokens, top_k 10) ---"));
   CHECK(eval_losses(dir.path() + "/a.csv").size() == 2);
   const test::RankResults generated = test::run_ranks(
-      SG_TRAIN_GPT, 1, {"--generate", "--snapshot", dir.path() + "/a.safetensors", "--prompt", "the ", "--max-new-tokens", "12"});
+      SG_TRAIN_GPT, 1,
+      {"--generate", "--snapshot", dir.path() + "/a.safetensors", "--prompt", "the ", "--max-new-tokens", "12"});
   INFO(generated.summary());
   CHECK(generated.exit_code(0) == 0);
   CHECK(test::contains(generated.output(0), "12 new tokens in "));
-  const test::RankResults unknown = test::run_ranks(
-      SG_TRAIN_GPT, 1, {"--generate", "--snapshot", dir.path() + "/a.safetensors", "--prompt", "THE"});
+  const test::RankResults unknown =
+      test::run_ranks(SG_TRAIN_GPT, 1, {"--generate", "--snapshot", dir.path() + "/a.safetensors", "--prompt", "THE"});
   CHECK(test::contains(unknown.output(0), "character U+54 ('T') at position 0 is not in the vocabulary"));
 }
 
@@ -164,7 +178,8 @@ TEST_CASE("train_gpt on 2 processes equals 1 process on the combined batch") {
   CHECK(std::abs(eval_losses(dir.path() + "/one.csv").back() - eval_losses(dir.path() + "/two.csv").back()) < 1e-4);
 }
 
-TEST_CASE("under sgrun --max-restarts 1 a worker killed mid-epoch resumes from the snapshot and ends as an unkilled run") {
+TEST_CASE(
+    "under sgrun --max-restarts 1 a worker killed mid-epoch resumes from the snapshot and ends as an unkilled run") {
   test::TempDir dir;
   // Uninterrupted: 2 processes, 2 epochs of 10 steps.
   REQUIRE(train_gpt(small_run(dir.path(), "plain", 8, 2), 2).exit_code == 0);

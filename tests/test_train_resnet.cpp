@@ -36,8 +36,9 @@ std::string write_folder(const std::string& dir) {
 // The flags every run shares: resnet18 on write_folder's images at 32 x 32, 4 images per step
 // (15 training images: 4 steps on 1 process, 2 on 2, never a batch of one for BatchNorm).
 std::vector<std::string> small_run(const std::string& root, int epochs) {
-  return {"--data-path", root, "--num-classes", "3", "--model", "resnet18", "--image-size", "32",
-          "--batch-size", "4", "--epochs", std::to_string(epochs), "--lr", "0.01", "--lrf", "0.1"};
+  return {"--data-path",  root,   "--num-classes", "3",  "--model",  "resnet18",
+          "--image-size", "32",   "--batch-size",  "4",  "--epochs", std::to_string(epochs),
+          "--lr",         "0.01", "--lrf",         "0.1"};
 }
 
 std::vector<std::string> operator+(std::vector<std::string> a, const std::vector<std::string>& b) {
@@ -76,12 +77,13 @@ TEST_CASE("train_resnet names a folder whose class count is not --num-classes, a
   const std::string root = write_folder(dir.path());
   Run run = train_resnet({"--data-path", root, "--num-classes", "5", "--model", "resnet18"});
   CHECK(run.exit_code == 1);
-  CHECK(test::contains(run.output, "train_resnet: --data-path " + root + " has 3 class folders but --num-classes is 5"));
+  CHECK(
+      test::contains(run.output, "train_resnet: --data-path " + root + " has 3 class folders but --num-classes is 5"));
   const std::string snapshot = dir.path() + "/no/such/dir/s.safetensors";
   run = train_resnet({"--data-path", root, "--num-classes", "3", "--snapshot", snapshot});
   CHECK(run.exit_code == 1);
   CHECK(test::contains(run.output, "train_resnet: --snapshot " + snapshot + ": the directory " + dir.path() +
-                             "/no/such/dir does not exist (create it first)"));
+                                       "/no/such/dir does not exist (create it first)"));
   CHECK(!test::contains(run.output, "images were found"));  // before reading the folder
 }
 
@@ -150,8 +152,13 @@ TEST_CASE("train_resnet --weights drops the 1000-class head and --freeze-layers 
   const std::string weights = dir.path() + "/imagenet.safetensors";
   Generator init(7);
   save_safetensors(weights, models::resnet18({.num_classes = 1000, .generator = &init})->state_dict());
-  const std::vector<std::string> flags = {"--weights", weights, "--freeze-layers", "--save-dir", dir.path() + "/w",
-                                          "--snapshot", dir.path() + "/snapshot.safetensors"};
+  const std::vector<std::string> flags = {"--weights",
+                                          weights,
+                                          "--freeze-layers",
+                                          "--save-dir",
+                                          dir.path() + "/w",
+                                          "--snapshot",
+                                          dir.path() + "/snapshot.safetensors"};
   const Run run = train_resnet(small_run(root, 2) + flags);
   INFO(run.output);
   REQUIRE(run.exit_code == 0);

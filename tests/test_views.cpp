@@ -21,20 +21,41 @@ struct ViewCase {
 // Every view op applied to base_tensor(), with the values it must show.
 std::vector<ViewCase> view_cases() {
   return {
-      {"view", [](const Tensor& x) { return x.view({6, -1}).select(0, 5); }, {20, 21, 22, 23}},
-      {"reshape", [](const Tensor& x) { return x.reshape({4, 6}).select(1, 0); }, {0, 6, 12, 18}},
-      {"permute", [](const Tensor& x) { return x.permute({2, 0, 1}).select(0, 1).select(0, 1); }, {13, 17, 21}},
+      {"view",
+       [](const Tensor& x) {
+         return x.view({6, -1}).select(0, 5);
+       },
+       {20, 21, 22, 23}},
+      {"reshape",
+       [](const Tensor& x) {
+         return x.reshape({4, 6}).select(1, 0);
+       },
+       {0, 6, 12, 18}},
+      {"permute",
+       [](const Tensor& x) {
+         return x.permute({2, 0, 1}).select(0, 1).select(0, 1);
+       },
+       {13, 17, 21}},
       {"transpose", [](const Tensor& x) { return x.transpose(0, 2).select(2, 1).select(1, 2); }, {20, 21, 22, 23}},
       {"unsqueeze", [](const Tensor& x) { return x.unsqueeze(1).select(3, 3).select(0, 0).select(0, 0); }, {3, 7, 11}},
       {"squeeze", [](const Tensor& x) { return x.narrow(1, 2, 1).squeeze().select(1, 0); }, {8, 20}},
-      {"expand", [](const Tensor& x) { return x.select(0, 1).narrow(0, 0, 1).narrow(1, 0, 2).expand({3, 2}); },
+      {"expand",
+       [](const Tensor& x) {
+         return x.select(0, 1).narrow(0, 0, 1).narrow(1, 0, 2).expand({3, 2});
+       },
        {12, 13, 12, 13, 12, 13}},
       {"narrow", [](const Tensor& x) { return x.narrow(2, -2, 2).select(0, 0).select(0, 0); }, {2, 3}},
       {"slice", [](const Tensor& x) { return x.slice(2, 0, 4, 3).select(0, 1).select(0, 2); }, {20, 23}},
-      {"slice with negative bounds", [](const Tensor& x) { return x.slice(1, -2, -1).select(0, 0).select(0, 0); }, {4, 5, 6, 7}},
+      {"slice with negative bounds",
+       [](const Tensor& x) { return x.slice(1, -2, -1).select(0, 0).select(0, 0); },
+       {4, 5, 6, 7}},
       {"select", [](const Tensor& x) { return x.select(1, -1).select(0, 0); }, {8, 9, 10, 11}},
       {"flatten", [](const Tensor& x) { return x.flatten(1).select(0, 1).slice(0, 10, 12); }, {22, 23}},
-      {"as_strided", [](const Tensor& x) { return as_strided(x, {3, 2}, {1, 1}, 4); }, {4, 5, 5, 6, 6, 7}},
+      {"as_strided",
+       [](const Tensor& x) {
+         return as_strided(x, {3, 2}, {1, 1}, 4);
+       },
+       {4, 5, 5, 6, 6, 7}},
   };
 }
 
@@ -103,8 +124,8 @@ TEST_CASE("squeeze, unsqueeze, expand, flatten and permute produce the documente
   CHECK(scalar_tensor(1).flatten().sizes() == Shape{1});
   CHECK(x.permute({3, 0, 2, 1}).sizes() == Shape{1, 2, 3, 1});
   CHECK(zeros({2, 3}).t().sizes() == Shape{3, 2});
-  CHECK_THROWS_WITH_AS(x.expand({3, 1, 3, 1}), "expand: shape [2, 1, 3, 1] cannot be expanded to [3, 1, 3, 1] (dim 0: 2 vs 3)",
-                       Error);
+  CHECK_THROWS_WITH_AS(x.expand({3, 1, 3, 1}),
+                       "expand: shape [2, 1, 3, 1] cannot be expanded to [3, 1, 3, 1] (dim 0: 2 vs 3)", Error);
   CHECK_THROWS_WITH_AS(x.permute({0, 1, 1, 2}), "permute: dim 1 repeated in [0, 1, 1, 2]", Error);
   CHECK_THROWS_AS(x.unsqueeze(5), Error);
 }
@@ -192,15 +213,27 @@ TEST_CASE("every view op passes gradcheck") {
   const auto x = f64_input({2, 3, 4});
   using F = std::function<Tensor(const TensorList&)>;
   const std::vector<std::pair<const char*, F>> ops = {
-      {"view", [](const TensorList& in) { return in[0].view({6, 4}); }},
-      {"reshape", [](const TensorList& in) { return in[0].reshape({4, -1}); }},
-      {"permute", [](const TensorList& in) { return in[0].permute({2, 0, 1}); }},
+      {"view",
+       [](const TensorList& in) {
+         return in[0].view({6, 4});
+       }},
+      {"reshape",
+       [](const TensorList& in) {
+         return in[0].reshape({4, -1});
+       }},
+      {"permute",
+       [](const TensorList& in) {
+         return in[0].permute({2, 0, 1});
+       }},
       {"transpose", [](const TensorList& in) { return in[0].transpose(-1, 0); }},
       {"t", [](const TensorList& in) { return in[0].select(0, 1).t(); }},
       {"unsqueeze", [](const TensorList& in) { return in[0].unsqueeze(2); }},
       {"squeeze", [](const TensorList& in) { return in[0].narrow(1, 1, 1).squeeze(); }},
       {"squeeze dim", [](const TensorList& in) { return in[0].narrow(1, 1, 1).squeeze(1); }},
-      {"expand", [](const TensorList& in) { return in[0].narrow(1, 0, 1).expand({3, 2, 5, 4}); }},
+      {"expand",
+       [](const TensorList& in) {
+         return in[0].narrow(1, 0, 1).expand({3, 2, 5, 4});
+       }},
       {"expand_as", [](const TensorList& in) { return in[0].narrow(2, 3, 1).expand_as(in[0]); }},
       {"narrow", [](const TensorList& in) { return in[0].narrow(2, -3, 2); }},
       {"slice", [](const TensorList& in) { return in[0].slice(2, 0, 4, 3); }},

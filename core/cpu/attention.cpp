@@ -94,8 +94,7 @@ void block_gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, T a
   if (blas_available()) {
     if constexpr (std::is_same_v<T, float>)
       blas_sgemm(trans_a, trans_b, int(m), int(n), int(k), alpha, a, int(lda), b, int(ldb), beta, c, int(ldc));
-    else
-      blas_dgemm(trans_a, trans_b, int(m), int(n), int(k), alpha, a, int(lda), b, int(ldb), beta, c, int(ldc));
+    else blas_dgemm(trans_a, trans_b, int(m), int(n), int(k), alpha, a, int(lda), b, int(ldb), beta, c, int(ldc));
     return;
   }
   for (int64_t i = 0; i < m; ++i)
@@ -162,9 +161,17 @@ struct Problem {
   uint64_t seed, first_block;
 
   Problem(const Tensor& q_, const Tensor& k_, const Tensor& v_, const AttentionArgs& args)
-      : q(matrices_of<scalar_t>(q_)), k(matrices_of<scalar_t>(k_)), v(matrices_of<scalar_t>(v_)),
-        L(q_.size(-2)), S(k_.size(-2)), E(q_.size(-1)), Ev(v_.size(-1)), scale(static_cast<math_t>(args.scale)),
-        causal(args.causal), dropout_p(args.dropout_p), seed(args.seed),
+      : q(matrices_of<scalar_t>(q_)),
+        k(matrices_of<scalar_t>(k_)),
+        v(matrices_of<scalar_t>(v_)),
+        L(q_.size(-2)),
+        S(k_.size(-2)),
+        E(q_.size(-1)),
+        Ev(v_.size(-1)),
+        scale(static_cast<math_t>(args.scale)),
+        causal(args.causal),
+        dropout_p(args.dropout_p),
+        seed(args.seed),
         first_block(args.first_block) {
     if (args.mask.defined()) {
       mask = args.mask.raw_data();
@@ -221,8 +228,14 @@ struct ForwardBlock {
   using math_t = opmath_t<scalar_t>;
   std::vector<math_t> q, k, v, s, acc, max, sum, factor;
   explicit ForwardBlock(const Problem<scalar_t>& p)
-      : q(kQueryBlock * p.E), k(kKeyBlock * p.E), v(kKeyBlock * p.Ev), s(kQueryBlock * kKeyBlock),
-        acc(kQueryBlock * p.Ev), max(kQueryBlock), sum(kQueryBlock), factor(kKeyBlock) {}
+      : q(kQueryBlock * p.E),
+        k(kKeyBlock * p.E),
+        v(kKeyBlock * p.Ev),
+        s(kQueryBlock * kKeyBlock),
+        acc(kQueryBlock * p.Ev),
+        max(kQueryBlock),
+        sum(kQueryBlock),
+        factor(kKeyBlock) {}
 
   void run(const Problem<scalar_t>& p, int64_t n, int64_t r0, int64_t rows, scalar_t* out, math_t* log_sum_exp) {
     constexpr math_t kNone = -std::numeric_limits<math_t>::infinity();
@@ -272,9 +285,18 @@ struct BackwardMatrix {
   using math_t = opmath_t<scalar_t>;
   std::vector<math_t> q, g, k, v, s, dp, z, dk, dv, dq, delta, factor;
   explicit BackwardMatrix(const Problem<scalar_t>& p)
-      : q(kQueryBlock * p.E), g(kQueryBlock * p.Ev), k(kKeyBlock * p.E), v(kKeyBlock * p.Ev),
-        s(kQueryBlock * kKeyBlock), dp(kQueryBlock * kKeyBlock), z(kQueryBlock * kKeyBlock), dk(kKeyBlock * p.E),
-        dv(kKeyBlock * p.Ev), dq(p.L * p.E), delta(p.L), factor(kKeyBlock) {}
+      : q(kQueryBlock * p.E),
+        g(kQueryBlock * p.Ev),
+        k(kKeyBlock * p.E),
+        v(kKeyBlock * p.Ev),
+        s(kQueryBlock * kKeyBlock),
+        dp(kQueryBlock * kKeyBlock),
+        z(kQueryBlock * kKeyBlock),
+        dk(kKeyBlock * p.E),
+        dv(kKeyBlock * p.Ev),
+        dq(p.L * p.E),
+        delta(p.L),
+        factor(kKeyBlock) {}
 
   // grad_out and out: [L, Ev] of matrix n; log_sum_exp: [L]; grad_q [L, E], grad_k [S, E], grad_v [S, Ev].
   void run(const Problem<scalar_t>& p, int64_t n, const Matrices<scalar_t>& grad_out, const scalar_t* out,
@@ -299,7 +321,7 @@ struct BackwardMatrix {
         const Block<math_t> qb = rows_of(p.q, n, r0, rows, p.E, q), gb = rows_of(grad_out, n, r0, rows, p.Ev, g);
         p.scores(n, qb, kb, r0, rows, c0, cols, s.data());
         block_gemm<math_t>(false, true, rows, cols, p.Ev, math_t(1), gb.data, gb.ld, vb.data, vb.ld, math_t(0),
-                           dp.data(), kKeyBlock);  // dZ = dO V^T
+                           dp.data(), kKeyBlock);     // dZ = dO V^T
         const math_t* probabilities_used = s.data();  // Z = P, or dropout(P)
         for (int64_t r = 0; r < rows; ++r) {
           const int64_t i = r0 + r;
@@ -308,7 +330,8 @@ struct BackwardMatrix {
           // P = exp(score - log_sum_exp), recomputed; a fully masked row has log_sum_exp -inf, P 0.
           const math_t lse = log_sum_exp[i];
           if (lse == -std::numeric_limits<math_t>::infinity()) std::fill_n(prob, cols, math_t(0));
-          else for (int64_t j = 0; j < cols; ++j) prob[j] = exp_of(prob[j] - lse);
+          else
+            for (int64_t j = 0; j < cols; ++j) prob[j] = exp_of(prob[j] - lse);
           if (p.dropout_p > 0) {  // Z = P * factor, dP = dZ * factor
             p.dropout_factors(n, i, c0, cols, factor.data());
             math_t* kept = z.data() + r * kKeyBlock;
@@ -340,7 +363,8 @@ struct BackwardMatrix {
 // Calls run(work, item) for items 0 .. count - 1 on the pool's threads, each thread with its own
 // Work (its scratch buffers) taking the next unclaimed item until none is left. A thread that runs
 // slower — its items cost more, or another process shares its core — simply takes fewer, where a
-// fixed split would wait for the slowest thread's share. Each item writes only its own outputs, so who takes which item does not change a bit.
+// fixed split would wait for the slowest thread's share. Each item writes only its own outputs, so who takes which item
+// does not change a bit.
 template <typename Work, typename Problem, typename Run>
 void for_each_item(int64_t count, const Problem& p, Run run) {
   std::atomic<int64_t> next{0};
@@ -352,8 +376,8 @@ void for_each_item(int64_t count, const Problem& p, Run run) {
 
 }  // namespace
 
-void attention_forward(const Tensor& out, const Tensor& log_sum_exp, const Tensor& q, const Tensor& k,
-                       const Tensor& v, const AttentionArgs& args) {
+void attention_forward(const Tensor& out, const Tensor& log_sum_exp, const Tensor& q, const Tensor& k, const Tensor& v,
+                       const AttentionArgs& args) {
   SG_DISPATCH_FLOATING(q.dtype(), "scaled_dot_product_attention", [&]<typename scalar_t>() {
     using math_t = opmath_t<scalar_t>;
     const Problem<scalar_t> p(q, k, v, args);
@@ -371,8 +395,8 @@ void attention_forward(const Tensor& out, const Tensor& log_sum_exp, const Tenso
 }
 
 void attention_backward(const Tensor& grad_q, const Tensor& grad_k, const Tensor& grad_v, const Tensor& grad_out,
-                        const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
-                        const Tensor& log_sum_exp, const AttentionArgs& args) {
+                        const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out, const Tensor& log_sum_exp,
+                        const AttentionArgs& args) {
   SG_DISPATCH_FLOATING(q.dtype(), "scaled_dot_product_attention", [&]<typename scalar_t>() {
     using math_t = opmath_t<scalar_t>;
     const Problem<scalar_t> p(q, k, v, args);

@@ -68,8 +68,8 @@ LoadedBlas load_blas() {
     blas.description = "eigen (libopenblas.so.0 has no cblas_sgemm / cblas_dgemm)";
     return blas;
   }
-  blas.description = std::string(config ? config() : "OpenBLAS") + ", core " + (corename ? corename() : "?") + " (" +
-                     how + ")";
+  blas.description =
+      std::string(config ? config() : "OpenBLAS") + ", core " + (corename ? corename() : "?") + " (" + how + ")";
   return blas;
 }
 

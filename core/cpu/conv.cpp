@@ -93,8 +93,8 @@ ConvGeometry geometry_of(const Tensor& input, const Tensor& weight, const Tensor
                          const Tensor& written) {
   SG_CHECK(written.is_contiguous(), "conv2d: the kernel writes contiguous outputs, got strides ",
            shape_str(written.strides()));
-  ConvGeometry g{input.size(0), input.size(1), input.size(2), input.size(3), weight.size(0), out.size(2),
-                 out.size(3),   weight.size(2), weight.size(3), params.groups, params, 0};
+  ConvGeometry g{input.size(0), input.size(1),  input.size(2),  input.size(3), weight.size(0), out.size(2),
+                 out.size(3),   weight.size(2), weight.size(3), params.groups, params,         0};
   const int64_t row_bytes = g.C * g.R * g.S * g.Q * static_cast<int64_t>(written.element_size());  // col per output row
   g.band_rows = g.col_is_image() ? g.P : std::clamp<int64_t>(kColBandBytes / std::max<int64_t>(row_bytes, 1), 1, g.P);
   return g;
@@ -233,10 +233,9 @@ Tensor image_band(const ConvGeometry& g, const Tensor& input, int64_t n, const B
 
 // [G, rows, cols] -> [G, cols, rows] as a view; the GEMM reads it with BLAS's transpose flag.
 Tensor transposed(const Tensor& matrices) {
-  return Tensor(std::make_shared<TensorImpl>(matrices.storage(), matrices.storage_offset(),
-                                             Shape{matrices.size(0), matrices.size(2), matrices.size(1)},
-                                             Shape{matrices.stride(0), matrices.stride(2), matrices.stride(1)},
-                                             matrices.dtype()));
+  return Tensor(std::make_shared<TensorImpl>(
+      matrices.storage(), matrices.storage_offset(), Shape{matrices.size(0), matrices.size(2), matrices.size(1)},
+      Shape{matrices.stride(0), matrices.stride(2), matrices.stride(1)}, matrices.dtype()));
 }
 
 // Waking a thread costs a few microseconds (far more when the machine is busy): a worker gets at least
@@ -281,7 +280,8 @@ Tensor band_col(const ConvGeometry& g, const Tensor& input, int64_t n, const T* 
 }
 
 template <typename T>
-void conv2d_typed(const Tensor& out, const Tensor& input, const Tensor& weight, const Tensor& bias, const ConvGeometry& g) {
+void conv2d_typed(const Tensor& out, const Tensor& input, const Tensor& weight, const Tensor& bias,
+                  const ConvGeometry& g) {
   const Tensor weights = group_matrices(weight, 0, g.G, g.K / g.G, g.group_rows());
   const T* bias_data = bias.defined() ? static_cast<const T*>(bias.raw_data()) : nullptr;
   T* out_data = static_cast<T*>(out.raw_data());
@@ -333,19 +333,21 @@ void conv2d_grad_weight_typed(const Tensor& grad_weight, const Tensor& grad_out,
   // Block 0 sums straight into grad_weight; every other block into its own row of `partials`.
   const Tensor partials = empty({std::max<int64_t>(blocks - 1, 0), weight_numel}, {grad_weight.dtype()});
   const int64_t block_work = kImagesPerBlock * g.image_work();
-  for_each_with_buffer(blocks, block_work, g.scratch_numel(), grad_weight.dtype(), [&](int64_t block, const Tensor& scratch) {
-    const Tensor sums = block == 0 ? group_matrices(grad_weight, 0, g.G, g.K / g.G, g.group_rows())
-                                   : group_matrices(partials, (block - 1) * weight_numel, g.G, g.K / g.G, g.group_rows());
-    double beta = 0.0;  // the block's first product overwrites sums, the others add onto it
-    for (int64_t n = block * kImagesPerBlock; n < std::min(g.N, (block + 1) * kImagesPerBlock); ++n) {
-      const T* source = unfold_source<T>(g, input, n, scratch);
-      for_each_band(g, [&](const Band& band) {
-        gemm(sums, out_band(g, grad_out, n, band), transposed(band_col<T>(g, input, n, source, band, scratch)), 1.0,
-             beta);
-        beta = 1.0;
+  for_each_with_buffer(
+      blocks, block_work, g.scratch_numel(), grad_weight.dtype(), [&](int64_t block, const Tensor& scratch) {
+        const Tensor sums = block == 0
+                                ? group_matrices(grad_weight, 0, g.G, g.K / g.G, g.group_rows())
+                                : group_matrices(partials, (block - 1) * weight_numel, g.G, g.K / g.G, g.group_rows());
+        double beta = 0.0;  // the block's first product overwrites sums, the others add onto it
+        for (int64_t n = block * kImagesPerBlock; n < std::min(g.N, (block + 1) * kImagesPerBlock); ++n) {
+          const T* source = unfold_source<T>(g, input, n, scratch);
+          for_each_band(g, [&](const Band& band) {
+            gemm(sums, out_band(g, grad_out, n, band), transposed(band_col<T>(g, input, n, source, band, scratch)), 1.0,
+                 beta);
+            beta = 1.0;
+          });
+        }
       });
-    }
-  });
   T* total = static_cast<T*>(grad_weight.raw_data());
   const T* partial_data = static_cast<const T*>(partials.raw_data());
   parallel_for(weight_numel, kParallelGrain, [&](int64_t begin, int64_t end) {
@@ -417,13 +419,15 @@ void in_blas_dtype(const Tensor& out, const TensorList& inputs,
 // runs] in core/cpu/conv_onednn.cpp: up to 1.6x on the CNN's and ResNet's layers, docs/performance.md);
 // f16 and bf16 are widened to f32 and take the same path; f64, and the f32 passes oneDNN declines, run
 // on im2col + GEMM.
-void conv2d(const Tensor& out, const Tensor& input, const Tensor& weight, const Tensor& bias, const Conv2dParams& params) {
+void conv2d(const Tensor& out, const Tensor& input, const Tensor& weight, const Tensor& bias,
+            const Conv2dParams& params) {
   in_blas_dtype(out, {input, weight, bias}, [&](const Tensor& result, const TensorList& in) {
     if (!onednn::try_conv2d(result, in[0], in[1], in[2], params)) conv2d_im2col(result, in[0], in[1], in[2], params);
   });
 }
 
-void conv2d_grad_input(const Tensor& grad_input, const Tensor& grad_out, const Tensor& weight, const Conv2dParams& params) {
+void conv2d_grad_input(const Tensor& grad_input, const Tensor& grad_out, const Tensor& weight,
+                       const Conv2dParams& params) {
   in_blas_dtype(grad_input, {grad_out, weight}, [&](const Tensor& result, const TensorList& in) {
     if (!onednn::try_conv2d_grad_input(result, in[0], in[1], params))
       conv2d_grad_input_im2col(result, in[0], in[1], params);

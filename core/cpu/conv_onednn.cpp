@@ -98,8 +98,8 @@ Descriptors descriptors_of(const Call& call) {
   Descriptors d;
   d.input = memory::desc(dims(call.input), f32, Tag::nchw);
   d.out = memory::desc(dims(call.out), f32, Tag::nchw);
-  d.weight = G == 1 ? memory::desc(dims(w), f32, Tag::oihw)
-                    : memory::desc({G, w[0] / G, w[1], w[2], w[3]}, f32, Tag::goihw);
+  d.weight =
+      G == 1 ? memory::desc(dims(w), f32, Tag::oihw) : memory::desc({G, w[0] / G, w[1], w[2], w[3]}, f32, Tag::goihw);
   if (call.bias) d.bias = memory::desc({w[0]}, f32, Tag::x);
   const Conv2dParams& p = call.params;
   d.strides = {p.stride.h, p.stride.w};
@@ -122,7 +122,10 @@ bool blocked_kernels_pay_off(const Call& call) {
 // theirs for an input, theirs to ours for the output) when they differ.
 struct Operand {
   Operand(int arg, const char* name, const memory::desc& ours, const memory::desc& theirs)
-      : arg(arg), name(name), ours(ours), theirs(theirs) {}
+      : arg(arg),
+        name(name),
+        ours(ours),
+        theirs(theirs) {}
   int arg;           // DNNL_ARG_SRC, ...
   const char* name;  // for implementation()
   memory::desc ours, theirs;
@@ -208,9 +211,16 @@ std::shared_ptr<const Plan> plan_for(const Call& call, DType dtype) {
   if (dtype != DType::f32) return nullptr;
   if (numel_of(call.input) == 0 || numel_of(call.weight) == 0 || numel_of(call.out) == 0) return nullptr;
   if (!blocked_kernels_pay_off(call)) return nullptr;
-  std::vector<int64_t> key{static_cast<int64_t>(call.pass), call.bias, get_num_threads(), call.params.groups,
-                           call.params.stride.h, call.params.stride.w, call.params.padding.h, call.params.padding.w,
-                           call.params.dilation.h, call.params.dilation.w};
+  std::vector<int64_t> key{static_cast<int64_t>(call.pass),
+                           call.bias,
+                           get_num_threads(),
+                           call.params.groups,
+                           call.params.stride.h,
+                           call.params.stride.w,
+                           call.params.padding.h,
+                           call.params.padding.w,
+                           call.params.dilation.h,
+                           call.params.dilation.w};
   for (const Shape* shape : {&call.input, &call.weight, &call.out}) key.insert(key.end(), shape->begin(), shape->end());
   static std::mutex mutex;
   static std::map<std::vector<int64_t>, std::shared_ptr<const Plan>> plans;

@@ -49,8 +49,8 @@ bool is_blas_output(const Tensor& out) {
 }
 
 Tensor view_of(const Tensor& t, Shape sizes, Shape strides) {
-  return Tensor(std::make_shared<TensorImpl>(t.storage(), t.storage_offset(), std::move(sizes), std::move(strides),
-                                             t.dtype()));
+  return Tensor(
+      std::make_shared<TensorImpl>(t.storage(), t.storage_offset(), std::move(sizes), std::move(strides), t.dtype()));
 }
 
 // `t` copied into `dtype` with contiguous matrices; batch dims that `t` broadcasts keep stride 0,
@@ -95,7 +95,8 @@ constexpr int64_t kSmallGemm = 4 * 65536;
 // never both, since nested OpenMP regions would oversubscribe the cores.
 template <typename Product>
 void for_each_matrix(const Tensor& out, const Tensor& a, const Tensor& b, const Product& product) {
-  const std::vector<int64_t> out_offsets = batch_offsets(out), a_offsets = batch_offsets(a), b_offsets = batch_offsets(b);
+  const std::vector<int64_t> out_offsets = batch_offsets(out), a_offsets = batch_offsets(a),
+                             b_offsets = batch_offsets(b);
   const int64_t count = static_cast<int64_t>(out_offsets.size());
   const auto run = [&](int64_t begin, int64_t end) {
     for (int64_t i = begin; i < end; ++i) product(a_offsets[i], b_offsets[i], out_offsets[i]);
@@ -112,12 +113,13 @@ void blas_gemm(bool trans_a, bool trans_b, int m, int n, int k, float alpha, con
                int ldb, float beta, float* c, int ldc) {
   blas_sgemm(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
-void blas_gemm(bool trans_a, bool trans_b, int m, int n, int k, double alpha, const double* a, int lda,
-               const double* b, int ldb, double beta, double* c, int ldc) {
+void blas_gemm(bool trans_a, bool trans_b, int m, int n, int k, double alpha, const double* a, int lda, const double* b,
+               int ldb, double beta, double* c, int ldc) {
   blas_dgemm(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 
-void gemm_through_temporary(const Tensor& out, const Tensor& a, const Tensor& b, double alpha, double beta, DType dtype);
+void gemm_through_temporary(const Tensor& out, const Tensor& a, const Tensor& b, double alpha, double beta,
+                            DType dtype);
 
 template <typename T>  // float or double
 void gemm_blas(const Tensor& out, const Tensor& a_in, const Tensor& b_in, double alpha, double beta) {
@@ -147,7 +149,8 @@ void gemm_eigen(const Tensor& out, const Tensor& a, const Tensor& b, double alph
   using Strides = Eigen::Stride<Eigen::Dynamic, Eigen::Dynamic>;
   const auto map = [](auto* data, const Tensor& t) {
     using Target = std::conditional_t<std::is_const_v<std::remove_pointer_t<decltype(data)>>, const Matrix, Matrix>;
-    return Eigen::Map<Target, Eigen::Unaligned, Strides>(data, t.size(-2), t.size(-1), Strides(t.stride(-2), t.stride(-1)));
+    return Eigen::Map<Target, Eigen::Unaligned, Strides>(data, t.size(-2), t.size(-1),
+                                                         Strides(t.stride(-2), t.stride(-1)));
   };
   const T* a_data = a.data_ptr<T>();
   const T* b_data = b.data_ptr<T>();
@@ -162,22 +165,25 @@ void gemm_eigen(const Tensor& out, const Tensor& a, const Tensor& b, double alph
 
 // Computes into a contiguous `dtype` temporary and copies it into out, rounding once: the path of
 // f16/bf16 (computed in f32) and of an out that BLAS cannot write (Note [GEMM operand layouts]).
-void gemm_through_temporary(const Tensor& out, const Tensor& a, const Tensor& b, double alpha, double beta, DType dtype) {
+void gemm_through_temporary(const Tensor& out, const Tensor& a, const Tensor& b, double alpha, double beta,
+                            DType dtype) {
   Tensor result = empty(out.sizes(), {dtype, out.device()});
   if (beta != 0) kernels::copy(result, out);
-  cpu::gemm(result, a.dtype() == dtype ? a : compact_copy(a, dtype), b.dtype() == dtype ? b : compact_copy(b, dtype), alpha,
-       beta);
+  cpu::gemm(result, a.dtype() == dtype ? a : compact_copy(a, dtype), b.dtype() == dtype ? b : compact_copy(b, dtype),
+            alpha, beta);
   kernels::copy(out, result);
 }
 
 void check_gemm_arguments(const Tensor& out, const Tensor& a, const Tensor& b) {
   const auto shapes = [&] {
-    return detail::concat(": out ", shape_str(out.sizes()), " = a ", shape_str(a.sizes()), " @ b ", shape_str(b.sizes()));
+    return detail::concat(": out ", shape_str(out.sizes()), " = a ", shape_str(a.sizes()), " @ b ",
+                          shape_str(b.sizes()));
   };
   SG_CHECK(a.dim() >= 2 && a.dim() == b.dim() && a.dim() == out.dim(), "gemm: expected operands of one rank >= 2",
            shapes());
   bool shapes_match = a.size(-1) == b.size(-2) && out.size(-2) == a.size(-2) && out.size(-1) == b.size(-1);
-  for (int64_t d = 0; d < out.dim() - 2; ++d) shapes_match = shapes_match && a.size(d) == out.size(d) && b.size(d) == out.size(d);
+  for (int64_t d = 0; d < out.dim() - 2; ++d)
+    shapes_match = shapes_match && a.size(d) == out.size(d) && b.size(d) == out.size(d);
   SG_CHECK(shapes_match, "gemm: mismatched shapes", shapes());
   SG_CHECK(a.dtype() == out.dtype() && b.dtype() == out.dtype(), "gemm: mixed dtypes ", out.dtype(), " = ", a.dtype(),
            " @ ", b.dtype(), shapes());

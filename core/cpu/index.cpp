@@ -16,7 +16,9 @@ namespace sg::cpu {
 namespace {
 
 // Parallel grain for loops whose items are rows of `row_length` elements.
-int64_t rows_grain(int64_t row_length) { return std::max<int64_t>(1, kParallelGrain / std::max<int64_t>(row_length, 1)); }
+int64_t rows_grain(int64_t row_length) {
+  return std::max<int64_t>(1, kParallelGrain / std::max<int64_t>(row_length, 1));
+}
 
 // The 1-D (or 0-dim) `index` seen as a tensor of `shape` that varies only along `dim`, so the
 // walk below can serve index_select too.

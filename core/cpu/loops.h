@@ -34,8 +34,7 @@ void coalesce(Shape& shape, Operands<N>& ops) {
   for (int k = 0; k < N; ++k) merged[k] = {ops.byte_strides[k][0]};
   for (size_t d = 1; d < shape.size(); ++d) {
     bool can_merge = true;
-    for (int k = 0; k < N; ++k)
-      can_merge = can_merge && merged[k].back() == ops.byte_strides[k][d] * shape[d];
+    for (int k = 0; k < N; ++k) can_merge = can_merge && merged[k].back() == ops.byte_strides[k][d] * shape[d];
     if (can_merge) {
       merged_shape.back() *= shape[d];
       for (int k = 0; k < N; ++k) merged[k].back() = ops.byte_strides[k][d];
@@ -112,8 +111,8 @@ inline void binary_run(const std::array<char*, 3>& p, const std::array<int64_t, 
     for (int64_t i = 0; i < n; ++i) out[i] = f(scalar, b[i]);
   } else {
     for (int64_t i = 0; i < n; ++i)
-      *reinterpret_cast<Out*>(p[0] + i * s[0]) = f(*reinterpret_cast<const In*>(p[1] + i * s[1]),
-                                                   *reinterpret_cast<const In*>(p[2] + i * s[2]));
+      *reinterpret_cast<Out*>(p[0] + i * s[0]) =
+          f(*reinterpret_cast<const In*>(p[1] + i * s[1]), *reinterpret_cast<const In*>(p[2] + i * s[2]));
   }
 }
 

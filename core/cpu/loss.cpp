@@ -113,7 +113,8 @@ void cross_entropy(const Tensor& out, const Tensor& log_sum_exp, const Tensor& t
         }
         double loss = -(1 - smoothing) * weight_of(target_class) * (static_cast<double>(score(target_class)) - shift);
         if (smoothing > 0) {
-          const double weighted = lane_sum(C, [&](int64_t c) { return weight_of(c) * (static_cast<double>(score(c)) - shift); });
+          const double weighted =
+              lane_sum(C, [&](int64_t c) { return weight_of(c) * (static_cast<double>(score(c)) - shift); });
           loss -= smoothing / static_cast<double>(C) * weighted;
         }
         losses[r] = loss;
@@ -160,7 +161,8 @@ void cross_entropy_backward(const Tensor& grad_input, const Tensor& grad_output,
           continue;
         }
         const double scale =
-            static_cast<double>(static_cast<math_t>(g_data[args.reduction == Reduction::none ? r : 0])) * reduction_scale;
+            static_cast<double>(static_cast<math_t>(g_data[args.reduction == Reduction::none ? r : 0])) *
+            reduction_scale;
         // d loss / d logp_c = -q_c; through log_softmax, d loss / d x_c = softmax_c * sum(q) - q_c,
         // where sum(q) = (1 - s) * w_t + s * mean(w).
         const double mass = (1 - smoothing) * weight_of(target_class) + smoothing * mean_weight;

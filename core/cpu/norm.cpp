@@ -15,12 +15,16 @@ namespace sg::cpu {
 namespace {
 
 template <typename T>
-T* optional_data(const Tensor& t) { return t.defined() ? static_cast<T*>(t.raw_data()) : nullptr; }
+T* optional_data(const Tensor& t) {
+  return t.defined() ? static_cast<T*>(t.raw_data()) : nullptr;
+}
 
 Tensor optional_contiguous(const Tensor& t) { return t.defined() ? kernels::contiguous(t) : Tensor(); }
 
 template <typename scalar_t>
-double load(scalar_t value) { return static_cast<double>(static_cast<opmath_t<scalar_t>>(value)); }
+double load(scalar_t value) {
+  return static_cast<double>(static_cast<opmath_t<scalar_t>>(value));
+}
 
 // A contiguous [N, C, S] input: channel c of sample n is the run of S elements at (n * C + c) * S.
 struct ChannelLayout {
@@ -89,10 +93,12 @@ void batch_norm(const Tensor& out, const Tensor& mean, const Tensor& invstd, con
       double inv = 0;
       if (args.training) {
         m = channel_sum(layout, c, [&](int64_t i) { return load(x_data[i]); }) / count;
-        const double var = channel_sum(layout, c, [&](int64_t i) {
-          const double d = load(x_data[i]) - m;
-          return d * d;
-        }) / count;
+        const double var = channel_sum(layout, c,
+                                       [&](int64_t i) {
+                                         const double d = load(x_data[i]) - m;
+                                         return d * d;
+                                       }) /
+                           count;
         inv = 1.0 / std::sqrt(var + args.eps);
         if (running_mean != nullptr) {
           // The running variance estimates the population's, so it takes the unbiased batch variance.
@@ -156,7 +162,8 @@ void batch_norm_backward(const Tensor& grad_input, const Tensor& grad_weight, co
       const auto m_m = static_cast<math_t>(m);
       for_each_in_channel(layout, c, [&](int64_t i) {
         const math_t centered = static_cast<math_t>(x_data[i]) - m_m;
-        dx_data[i] = static_cast<scalar_t>(scale_m * (static_cast<math_t>(dy_data[i]) - mean_dy - centered * projection));
+        dx_data[i] =
+            static_cast<scalar_t>(scale_m * (static_cast<math_t>(dy_data[i]) - mean_dy - centered * projection));
       });
     });
   });
@@ -184,10 +191,12 @@ void layer_norm(const Tensor& out, const Tensor& mean, const Tensor& rstd, const
         const scalar_t* row = x_data + r * K;
         scalar_t* y = y_data + r * K;
         const double m = lane_sum(K, [&](int64_t k) { return load(row[k]); }) / static_cast<double>(K);
-        const double var = lane_sum(K, [&](int64_t k) {
-          const double d = load(row[k]) - m;
-          return d * d;
-        }) / static_cast<double>(K);
+        const double var = lane_sum(K,
+                                    [&](int64_t k) {
+                                      const double d = load(row[k]) - m;
+                                      return d * d;
+                                    }) /
+                           static_cast<double>(K);
         const double inv = 1.0 / std::sqrt(var + eps);
         mean_data[r] = static_cast<math_t>(m);
         rstd_data[r] = static_cast<math_t>(inv);

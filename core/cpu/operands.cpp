@@ -5,8 +5,7 @@ namespace sg::cpu {
 std::vector<int64_t> broadcast_byte_strides(const Tensor& t, const Shape& shape) {
   const int64_t ndim = static_cast<int64_t>(shape.size());
   const int64_t offset = ndim - t.dim();
-  SG_CHECK(offset >= 0, "broadcast: tensor of shape ", shape_str(t.sizes()), " has more dims than ",
-           shape_str(shape));
+  SG_CHECK(offset >= 0, "broadcast: tensor of shape ", shape_str(t.sizes()), " has more dims than ", shape_str(shape));
   std::vector<int64_t> strides(shape.size(), 0);
   const int64_t item = static_cast<int64_t>(t.element_size());
   for (int64_t d = 0; d < t.dim(); ++d) {

@@ -14,21 +14,23 @@ namespace {
 template <typename scalar_t, int N, typename F>
 void for_each_element(const std::array<const Tensor*, N>& tensors, F f) {
   const Shape& shape = tensors[0]->sizes();
-  for_each_run<N>(shape, make_operands<N>(shape, tensors), [&](const std::array<char*, N>& p,
-                                                              const std::array<int64_t, N>& s, int64_t n) {
-    bool contiguous = true;
-    for (int k = 0; k < N; ++k) contiguous = contiguous && s[k] == static_cast<int64_t>(sizeof(scalar_t));
-    // A local copy of f (and of the scalars it holds): the stores below cannot alias it, so the
-    // compiler keeps the scalars in registers and can vectorise the loop.
-    const F element = f;
-    [&]<size_t... K>(std::index_sequence<K...>) {
-      if (contiguous) {
-        for (int64_t i = 0; i < n; ++i) element(reinterpret_cast<scalar_t*>(p[K])[i]...);
-      } else {
-        for (int64_t i = 0; i < n; ++i) element(*reinterpret_cast<scalar_t*>(p[K] + i * s[K])...);
-      }
-    }(std::make_index_sequence<N>{});
-  });
+  for_each_run<N>(shape, make_operands<N>(shape, tensors),
+                  [&](const std::array<char*, N>& p, const std::array<int64_t, N>& s, int64_t n) {
+                    bool contiguous = true;
+                    for (int k = 0; k < N; ++k)
+                      contiguous = contiguous && s[k] == static_cast<int64_t>(sizeof(scalar_t));
+                    // A local copy of f (and of the scalars it holds): the stores below cannot alias it, so the
+                    // compiler keeps the scalars in registers and can vectorise the loop.
+                    const F element = f;
+                    [&]<size_t... K>(std::index_sequence<K...>) {
+                      if (contiguous) {
+                        for (int64_t i = 0; i < n; ++i) element(reinterpret_cast<scalar_t*>(p[K])[i]...);
+                      } else {
+                        for (int64_t i = 0; i < n; ++i) element(*reinterpret_cast<scalar_t*>(p[K] + i * s[K])...);
+                      }
+                    }
+                    (std::make_index_sequence<N>{});
+                  });
 }
 }  // namespace
 
@@ -41,17 +43,17 @@ void adam_step_typed(const Tensor& param, const Tensor& grad, const Tensor& exp_
   if (step.amsgrad) {
     for_each_element<scalar_t, 5>({&param, &grad, &exp_avg, &exp_avg_sq, &max_exp_avg_sq},
                                   [scalars](scalar_t& p, scalar_t& g, scalar_t& m, scalar_t& v, scalar_t& v_max) {
-      math_t p_ = p, m_ = m, v_ = v, v_max_ = v_max;
-      math::adam_element<math_t>(p_, math_t(g), m_, v_, v_max_, scalars);
-      p = scalar_t(p_), m = scalar_t(m_), v = scalar_t(v_), v_max = scalar_t(v_max_);
-    });
+                                    math_t p_ = p, m_ = m, v_ = v, v_max_ = v_max;
+                                    math::adam_element<math_t>(p_, math_t(g), m_, v_, v_max_, scalars);
+                                    p = scalar_t(p_), m = scalar_t(m_), v = scalar_t(v_), v_max = scalar_t(v_max_);
+                                  });
   } else {
     for_each_element<scalar_t, 4>({&param, &grad, &exp_avg, &exp_avg_sq},
                                   [scalars](scalar_t& p, scalar_t& g, scalar_t& m, scalar_t& v) {
-      math_t p_ = p, m_ = m, v_ = v, unused = 0;
-      math::adam_element<math_t>(p_, math_t(g), m_, v_, unused, scalars);
-      p = scalar_t(p_), m = scalar_t(m_), v = scalar_t(v_);
-    });
+                                    math_t p_ = p, m_ = m, v_ = v, unused = 0;
+                                    math::adam_element<math_t>(p_, math_t(g), m_, v_, unused, scalars);
+                                    p = scalar_t(p_), m = scalar_t(m_), v = scalar_t(v_);
+                                  });
   }
 }
 
@@ -83,9 +85,8 @@ void adam_step(const Tensor& param, const Tensor& grad, const Tensor& exp_avg, c
 }
 
 void sgd_step(const Tensor& param, const Tensor& grad, const Tensor& momentum_buffer, const SGDStep& step) {
-  SG_DISPATCH_FLOATING(param.dtype(), "sgd_step", [&]<typename scalar_t>() {
-    sgd_step_typed<scalar_t>(param, grad, momentum_buffer, step);
-  });
+  SG_DISPATCH_FLOATING(param.dtype(), "sgd_step",
+                       [&]<typename scalar_t>() { sgd_step_typed<scalar_t>(param, grad, momentum_buffer, step); });
 }
 
 }  // namespace sg::cpu

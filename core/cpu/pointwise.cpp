@@ -76,8 +76,7 @@ void copy(const Tensor& dst, const Tensor& src) {
 
 void fill(const Tensor& dst, double value) {
   Tensor scalar_src = Tensor(std::make_shared<TensorImpl>(
-      std::make_shared<Storage>(&value, sizeof(double), Device::cpu(), nullptr), 0, Shape{}, Shape{},
-      DType::f64));
+      std::make_shared<Storage>(&value, sizeof(double), Device::cpu(), nullptr), 0, Shape{}, Shape{}, DType::f64));
   copy(dst, scalar_src);
 }
 
@@ -94,11 +93,13 @@ void unary_typed(const Tensor& out, const Operands<2>& ops) {
 template <typename scalar_t>
 void unary_dispatch(UnaryOp op, const Tensor& out, const Operands<2>& ops) {
   switch (op) {
+// clang-format off
 #define SG_UNARY_CASE(name) case UnaryOp::name: return unary_typed<UnaryOp::name, scalar_t>(out, ops);
     SG_UNARY_CASE(neg) SG_UNARY_CASE(exp) SG_UNARY_CASE(log) SG_UNARY_CASE(sqrt) SG_UNARY_CASE(rsqrt)
     SG_UNARY_CASE(abs) SG_UNARY_CASE(sign) SG_UNARY_CASE(tanh) SG_UNARY_CASE(sigmoid) SG_UNARY_CASE(relu)
     SG_UNARY_CASE(gelu_erf) SG_UNARY_CASE(gelu_tanh)
 #undef SG_UNARY_CASE
+    // clang-format on
   }
 }
 }  // namespace
@@ -132,12 +133,14 @@ void binary_typed(const Tensor& out, const Operands<3>& ops, double alpha) {
 template <typename scalar_t>
 void binary_dispatch(BinaryOp op, const Tensor& out, const Operands<3>& ops, double alpha) {
   switch (op) {
+// clang-format off
 #define SG_BINARY_CASE(name) case BinaryOp::name: return binary_typed<BinaryOp::name, scalar_t>(out, ops, alpha);
     SG_BINARY_CASE(add) SG_BINARY_CASE(sub) SG_BINARY_CASE(mul) SG_BINARY_CASE(div)
     SG_BINARY_CASE(pow) SG_BINARY_CASE(maximum) SG_BINARY_CASE(minimum) SG_BINARY_CASE(eq)
     SG_BINARY_CASE(ne) SG_BINARY_CASE(lt) SG_BINARY_CASE(le) SG_BINARY_CASE(gt) SG_BINARY_CASE(ge)
     SG_BINARY_CASE(relu_backward) SG_BINARY_CASE(gelu_erf_backward) SG_BINARY_CASE(gelu_tanh_backward)
 #undef SG_BINARY_CASE
+    // clang-format on
   }
 }
 }  // namespace
@@ -148,9 +151,8 @@ void binary(BinaryOp op, const Tensor& out, const Tensor& a, const Tensor& b, do
     binary_dispatch<uint8_t>(op, out, ops, alpha);  // bools compare as bytes
     return;
   }
-  SG_DISPATCH_NUMERIC(a.dtype(), "binary", [&]<typename scalar_t>() {
-    binary_dispatch<scalar_t>(op, out, ops, alpha);
-  });
+  SG_DISPATCH_NUMERIC(a.dtype(), "binary",
+                      [&]<typename scalar_t>() { binary_dispatch<scalar_t>(op, out, ops, alpha); });
 }
 
 void clamp(const Tensor& out, const Tensor& in, std::optional<double> min, std::optional<double> max) {
@@ -164,7 +166,8 @@ void clamp(const Tensor& out, const Tensor& in, std::optional<double> min, std::
         const math_t v = math_t(x);
         if (v != v) return x;  // NaN stays NaN, as in PyTorch
         const math_t at_least_lo = v < lo ? lo : v;
-        return scalar_t(at_least_lo > hi ? hi : at_least_lo);  // min(max(v, lo), hi): max wins if lo > hi, as in PyTorch
+        // min(max(v, lo), hi): max wins if lo > hi, as in PyTorch
+        return scalar_t(at_least_lo > hi ? hi : at_least_lo);
       });
     });
   });

@@ -12,9 +12,10 @@ namespace sg::cpu {
 
 void random_fill(const Tensor& t, uint64_t seed, uint64_t first, const RandomDraw& draw, const char* op_name) {
   const int64_t n = t.numel();
-  Tensor target = t.is_contiguous() ? t : Tensor(std::make_shared<TensorImpl>(
-      std::make_shared<Storage>(n * t.element_size(), t.device()), 0, t.sizes(),
-      contiguous_strides(t.sizes()), t.dtype()));
+  Tensor target = t.is_contiguous()
+                      ? t
+                      : Tensor(std::make_shared<TensorImpl>(std::make_shared<Storage>(n * t.element_size(), t.device()),
+                                                            0, t.sizes(), contiguous_strides(t.sizes()), t.dtype()));
   SG_DISPATCH_ALL(t.dtype(), op_name, [&]<typename scalar_t>() {
     scalar_t* data = static_cast<scalar_t*>(target.raw_data());
     parallel_for(n, kParallelGrain / 8, [&](int64_t begin, int64_t end) {

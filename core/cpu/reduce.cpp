@@ -73,17 +73,21 @@ std::vector<acc_t> reduce_rows(const ReductionRows& r, ReduceBlock reduce_block,
   return results;
 }
 
+// clang-format off
 template <typename T> struct SumAccumulator { using type = double; };
 template <> struct SumAccumulator<int64_t> { using type = int64_t; };
 template <> struct SumAccumulator<int32_t> { using type = int64_t; };
 template <> struct SumAccumulator<uint8_t> { using type = int64_t; };
 template <> struct SumAccumulator<bool> { using type = int64_t; };
+// clang-format on
 // Integer and bool sums are i64; floating sums keep the input's dtype.
 template <typename in_t>
 using sum_output_t = std::conditional_t<std::is_same_v<typename SumAccumulator<in_t>::type, int64_t>, int64_t, in_t>;
 
 template <typename acc_t, typename in_t>
-acc_t widen(in_t x) { return static_cast<acc_t>(static_cast<opmath_t<in_t>>(x)); }
+acc_t widen(in_t x) {
+  return static_cast<acc_t>(static_cast<opmath_t<in_t>>(x));
+}
 
 // Folds f(x) over n elements with `combine` (+ or max), starting from `init` (the result for
 // n = 0). Eight independent partial results break the dependency from one element to the next,
@@ -124,20 +128,23 @@ void write_rows(const Tensor& out, const std::vector<acc_t>& results) {
     result[row] = static_cast<out_t>(static_cast<opmath_t<out_t>>(results[row]));
 }
 
-template <typename T> bool is_nan(T value) {
+template <typename T>
+bool is_nan(T value) {
   if constexpr (std::is_floating_point_v<T>) return std::isnan(value);
   else return false;
 }
 
 // The best element seen so far and its position in the row.
-template <typename T> struct Best {
+template <typename T>
+struct Best {
   T value{};
   int64_t index = 0;
 };
 
 // Whether `candidate` (from a later block) replaces `current` as the extremum. A NaN wins and
 // is never replaced; equal values do not replace, which keeps the first occurrence.
-template <typename T> bool beats(Extremum which, T candidate, T current) {
+template <typename T>
+bool beats(Extremum which, T candidate, T current) {
   if (is_nan(current)) return false;
   if (is_nan(candidate)) return true;
   return which == Extremum::max ? candidate > current : candidate < current;
@@ -163,9 +170,12 @@ void sum(const Tensor& out, const Tensor& in, const Shape& dims) {
   SG_DISPATCH_ALL(in.dtype(), "sum", [&]<typename in_t>() {
     using acc_t = typename SumAccumulator<in_t>::type;
     const in_t* data = static_cast<const in_t*>(r.data.raw_data());
-    const auto totals = reduce_rows<acc_t>(r, [&](int64_t row, int64_t begin, int64_t end) {
-      return sum_mapped<acc_t>(data + row * r.row_length + begin, end - begin, [](acc_t x) { return x; });
-    }, std::plus<acc_t>());
+    const auto totals = reduce_rows<acc_t>(
+        r,
+        [&](int64_t row, int64_t begin, int64_t end) {
+          return sum_mapped<acc_t>(data + row * r.row_length + begin, end - begin, [](acc_t x) { return x; });
+        },
+        std::plus<acc_t>());
     write_rows<sum_output_t<in_t>>(out, totals);
   });
 }
@@ -175,11 +185,14 @@ void extremum(Extremum which, const Tensor& values, const Tensor& indices, const
   SG_DISPATCH_ALL(in.dtype(), which == Extremum::max ? "max" : "min", [&]<typename in_t>() {
     using math_t = opmath_t<in_t>;
     const in_t* data = static_cast<const in_t*>(r.data.raw_data());
-    const auto best = reduce_rows<Best<math_t>>(r, [&](int64_t row, int64_t begin, int64_t end) {
-      return extremum_of_block(which, data + row * r.row_length, begin, end);
-    }, [which](const Best<math_t>& left, const Best<math_t>& right) {
-      return beats(which, right.value, left.value) ? right : left;
-    });
+    const auto best = reduce_rows<Best<math_t>>(
+        r,
+        [&](int64_t row, int64_t begin, int64_t end) {
+          return extremum_of_block(which, data + row * r.row_length, begin, end);
+        },
+        [which](const Best<math_t>& left, const Best<math_t>& right) {
+          return beats(which, right.value, left.value) ? right : left;
+        });
     if (values.defined()) {
       in_t* value_data = static_cast<in_t*>(values.raw_data());
       for (int64_t row = 0; row < r.rows; ++row) value_data[row] = static_cast<in_t>(best[row].value);
@@ -197,15 +210,21 @@ void var(const Tensor& out, const Tensor& in, const Shape& dims, int64_t correct
     const scalar_t* data = static_cast<const scalar_t*>(r.data.raw_data());
     // Two passes: the mean first, then squared deviations from it (no cancellation, unlike
     // E[x^2] - E[x]^2).
-    std::vector<double> means = reduce_rows<double>(r, [&](int64_t row, int64_t begin, int64_t end) {
-      return sum_mapped<double>(data + row * r.row_length + begin, end - begin, [](double x) { return x; });
-    }, std::plus<double>());
+    std::vector<double> means = reduce_rows<double>(
+        r,
+        [&](int64_t row, int64_t begin, int64_t end) {
+          return sum_mapped<double>(data + row * r.row_length + begin, end - begin, [](double x) { return x; });
+        },
+        std::plus<double>());
     for (double& mean : means) mean /= static_cast<double>(r.row_length);
-    std::vector<double> variances = reduce_rows<double>(r, [&](int64_t row, int64_t begin, int64_t end) {
-      const double mean = means[row];
-      return sum_mapped<double>(data + row * r.row_length + begin, end - begin,
-                                [mean](double x) { return (x - mean) * (x - mean); });
-    }, std::plus<double>());
+    std::vector<double> variances = reduce_rows<double>(
+        r,
+        [&](int64_t row, int64_t begin, int64_t end) {
+          const double mean = means[row];
+          return sum_mapped<double>(data + row * r.row_length + begin, end - begin,
+                                    [mean](double x) { return (x - mean) * (x - mean); });
+        },
+        std::plus<double>());
     // As PyTorch: fewer elements than the correction gives a division by zero (inf or NaN).
     const double divisor = static_cast<double>(std::max<int64_t>(r.row_length - correction, 0));
     for (double& variance : variances) variance /= divisor;
@@ -218,15 +237,22 @@ void norm(const Tensor& out, const Tensor& in, const Shape& dims, double p) {
   SG_DISPATCH_FLOATING(in.dtype(), "norm", [&]<typename scalar_t>() {
     const scalar_t* data = static_cast<const scalar_t*>(r.data.raw_data());
     auto row_sums = [&](auto power) {
-      return reduce_rows<double>(r, [&](int64_t row, int64_t begin, int64_t end) {
-        return sum_mapped<double>(data + row * r.row_length + begin, end - begin, power);
-      }, std::plus<double>());
+      return reduce_rows<double>(
+          r,
+          [&](int64_t row, int64_t begin, int64_t end) {
+            return sum_mapped<double>(data + row * r.row_length + begin, end - begin, power);
+          },
+          std::plus<double>());
     };
     std::vector<double> norms;
     if (std::isinf(p)) {
-      norms = reduce_rows<double>(r, [&](int64_t row, int64_t begin, int64_t end) {
-        return max_mapped(data + row * r.row_length + begin, end - begin, 0.0, [](double x) { return std::abs(x); });
-      }, max_keeping_nan);
+      norms = reduce_rows<double>(
+          r,
+          [&](int64_t row, int64_t begin, int64_t end) {
+            return max_mapped(data + row * r.row_length + begin, end - begin, 0.0,
+                              [](double x) { return std::abs(x); });
+          },
+          max_keeping_nan);
     } else if (p == 1.0) {
       norms = row_sums([](double x) { return std::abs(x); });
     } else if (p == 2.0) {  // the common case: no pow per element
@@ -245,20 +271,27 @@ void logsumexp(const Tensor& out, const Tensor& in, const Shape& dims) {
   SG_DISPATCH_FLOATING(in.dtype(), "logsumexp", [&]<typename scalar_t>() {
     using math_t = opmath_t<scalar_t>;
     const scalar_t* data = static_cast<const scalar_t*>(r.data.raw_data());
-    std::vector<double> shifts = reduce_rows<double>(r, [&](int64_t row, int64_t begin, int64_t end) {
-      return max_mapped(data + row * r.row_length + begin, end - begin, -std::numeric_limits<double>::infinity(),
-                        [](double x) { return x; });
-    }, max_keeping_nan);
+    std::vector<double> shifts = reduce_rows<double>(
+        r,
+        [&](int64_t row, int64_t begin, int64_t end) {
+          return max_mapped(data + row * r.row_length + begin, end - begin, -std::numeric_limits<double>::infinity(),
+                            [](double x) { return x; });
+        },
+        max_keeping_nan);
     // An infinite max cannot be subtracted (inf - inf is NaN); shifting by 0 then gives the
     // right answer, since a row holding +inf sums to +inf and a row of -inf sums to 0.
-    for (double& shift : shifts) if (std::isinf(shift)) shift = 0.0;
-    std::vector<double> results = reduce_rows<double>(r, [&](int64_t row, int64_t begin, int64_t end) {
-      const double shift = shifts[row];
-      // exp in the input's compute type (a double exp costs 3x a float one), summed in double
-      return sum_mapped<double>(data + row * r.row_length + begin, end - begin, [shift](double x) {
-        return static_cast<double>(std::exp(static_cast<math_t>(x - shift)));
-      });
-    }, std::plus<double>());
+    for (double& shift : shifts)
+      if (std::isinf(shift)) shift = 0.0;
+    std::vector<double> results = reduce_rows<double>(
+        r,
+        [&](int64_t row, int64_t begin, int64_t end) {
+          const double shift = shifts[row];
+          // exp in the input's compute type (a double exp costs 3x a float one), summed in double
+          return sum_mapped<double>(data + row * r.row_length + begin, end - begin, [shift](double x) {
+            return static_cast<double>(std::exp(static_cast<math_t>(x - shift)));
+          });
+        },
+        std::plus<double>());
     for (int64_t row = 0; row < r.rows; ++row) results[row] = std::log(results[row]) + shifts[row];
     write_rows<scalar_t>(out, results);
   });

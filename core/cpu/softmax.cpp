@@ -75,13 +75,15 @@ void softmax_rows(SoftmaxKind kind, const scalar_t* x, scalar_t* y, const Rows& 
     for (int64_t c = 0; c < kWidth; ++c) {
       const math_t e = std::exp(static_cast<math_t>(x[at(i, c)]) - max[c]);
       sum[c] += e;
-      if constexpr (keep_exp) if (kind == SoftmaxKind::softmax) y[at(i, c)] = e;
+      if constexpr (keep_exp)
+        if (kind == SoftmaxKind::softmax) y[at(i, c)] = e;
     }
   if (kind == SoftmaxKind::softmax) {
     for (int64_t c = 0; c < kWidth; ++c) sum[c] = math_t(1) / sum[c];
     for (int64_t i = 0; i < rows.length; ++i)
       for (int64_t c = 0; c < kWidth; ++c) {
-        const math_t e = keep_exp ? static_cast<math_t>(y[at(i, c)]) : std::exp(static_cast<math_t>(x[at(i, c)]) - max[c]);
+        const math_t e =
+            keep_exp ? static_cast<math_t>(y[at(i, c)]) : std::exp(static_cast<math_t>(x[at(i, c)]) - max[c]);
         y[at(i, c)] = static_cast<scalar_t>(e * sum[c]);
       }
   } else {
@@ -94,7 +96,8 @@ void softmax_rows(SoftmaxKind kind, const scalar_t* x, scalar_t* y, const Rows& 
 }
 
 template <int64_t kWidth, typename scalar_t>
-void softmax_backward_rows(SoftmaxKind kind, const scalar_t* g, const scalar_t* y, scalar_t* grad_in, const Rows& rows) {
+void softmax_backward_rows(SoftmaxKind kind, const scalar_t* g, const scalar_t* y, scalar_t* grad_in,
+                           const Rows& rows) {
   using math_t = opmath_t<scalar_t>;
   const auto at = [&](int64_t i, int64_t c) { return rows.offset + c + i * rows.step; };
   const bool is_softmax = kind == SoftmaxKind::softmax;
@@ -119,9 +122,8 @@ void softmax(SoftmaxKind kind, const Tensor& out, const Tensor& in, int64_t dim)
   SG_DISPATCH_FLOATING(in.dtype(), softmax_name(kind), [&]<typename scalar_t>() {
     const scalar_t* x_data = static_cast<const scalar_t*>(x.raw_data());
     scalar_t* y_data = static_cast<scalar_t*>(out.raw_data());
-    for_each_row_group(out, dim, [&]<int64_t kWidth>(const Rows& rows) {
-      softmax_rows<kWidth>(kind, x_data, y_data, rows);
-    });
+    for_each_row_group(out, dim,
+                       [&]<int64_t kWidth>(const Rows& rows) { softmax_rows<kWidth>(kind, x_data, y_data, rows); });
   });
 }
 

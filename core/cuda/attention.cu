@@ -71,10 +71,23 @@ struct Problem {
 
 template <typename scalar_t>
 Problem<scalar_t> problem_of(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionArgs& args) {
-  Problem<scalar_t> p{matrices_of<scalar_t>(q), matrices_of<scalar_t>(k), matrices_of<scalar_t>(v), nullptr, false,
-                      {}, 0, 0, q.size(-2), k.size(-2), q.size(-1), v.size(-1),
-                      static_cast<opmath_t<scalar_t>>(args.scale), args.causal, args.dropout_p,
-                      args.seed, args.first_block};
+  Problem<scalar_t> p{matrices_of<scalar_t>(q),
+                      matrices_of<scalar_t>(k),
+                      matrices_of<scalar_t>(v),
+                      nullptr,
+                      false,
+                      {},
+                      0,
+                      0,
+                      q.size(-2),
+                      k.size(-2),
+                      q.size(-1),
+                      v.size(-1),
+                      static_cast<opmath_t<scalar_t>>(args.scale),
+                      args.causal,
+                      args.dropout_p,
+                      args.seed,
+                      args.first_block};
   if (args.mask.defined()) {
     p.mask = args.mask.raw_data();
     p.bool_mask = args.mask.dtype() == DType::boolean;
@@ -204,9 +217,8 @@ __global__ void grad_q_kernel(Problem<scalar_t> p, const scalar_t* grad_out, con
 // dv_j = sum_i Z_ij dO_i and dk_j = scale sum_i dS_ij q_i. Grid: (matrices, key blocks).
 // Shared: Q tile [kTile, E], dO tile [kTile, Ev], dk [kThreads, E], dv [kThreads, Ev].
 template <typename scalar_t>
-__global__ void grad_kv_kernel(Problem<scalar_t> p, Matrices<scalar_t> grad_out,
-                               const opmath_t<scalar_t>* log_sum_exp, const opmath_t<scalar_t>* delta,
-                               scalar_t* grad_k, scalar_t* grad_v) {
+__global__ void grad_kv_kernel(Problem<scalar_t> p, Matrices<scalar_t> grad_out, const opmath_t<scalar_t>* log_sum_exp,
+                               const opmath_t<scalar_t>* delta, scalar_t* grad_k, scalar_t* grad_v) {
   using math_t = opmath_t<scalar_t>;
   extern __shared__ unsigned char shared_bytes[];
   math_t* q_tile = reinterpret_cast<math_t*>(shared_bytes);
@@ -293,8 +305,8 @@ void backward_typed(const Tensor& grad_q, const Tensor& grad_k, const Tensor& gr
 
 }  // namespace
 
-void attention_forward(const Tensor& out, const Tensor& log_sum_exp, const Tensor& q, const Tensor& k,
-                       const Tensor& v, const AttentionArgs& args) {
+void attention_forward(const Tensor& out, const Tensor& log_sum_exp, const Tensor& q, const Tensor& k, const Tensor& v,
+                       const AttentionArgs& args) {
   const DeviceGuard guard(q.device().index);
   SG_DISPATCH_FLOATING(q.dtype(), "scaled_dot_product_attention", [&]<typename scalar_t>() {
     forward_typed<scalar_t>(out, log_sum_exp, problem_of<scalar_t>(q, k, v, args), matrix_count(q));
@@ -302,8 +314,8 @@ void attention_forward(const Tensor& out, const Tensor& log_sum_exp, const Tenso
 }
 
 void attention_backward(const Tensor& grad_q, const Tensor& grad_k, const Tensor& grad_v, const Tensor& grad_out,
-                        const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
-                        const Tensor& log_sum_exp, const AttentionArgs& args) {
+                        const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out, const Tensor& log_sum_exp,
+                        const AttentionArgs& args) {
   const DeviceGuard guard(q.device().index);
   SG_DISPATCH_FLOATING(q.dtype(), "scaled_dot_product_attention", [&]<typename scalar_t>() {
     backward_typed<scalar_t>(grad_q, grad_k, grad_v, grad_out, out, log_sum_exp, problem_of<scalar_t>(q, k, v, args),

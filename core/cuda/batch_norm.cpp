@@ -44,8 +44,8 @@ DType cudnn_dtype(DType input) { return input == DType::bf16 ? DType::f32 : inpu
 
 // `t` (contiguous) seen with `sizes` and `strides` (stride 0 broadcasts).
 Tensor view_of(const Tensor& t, Shape sizes, Shape strides) {
-  return Tensor(std::make_shared<TensorImpl>(t.storage(), t.storage_offset(), std::move(sizes), std::move(strides),
-                                             t.dtype()));
+  return Tensor(
+      std::make_shared<TensorImpl>(t.storage(), t.storage_offset(), std::move(sizes), std::move(strides), t.dtype()));
 }
 
 // `t` contiguous and in `dtype`: t itself when it already is, else a converted copy.
@@ -92,7 +92,9 @@ struct BatchNormDescriptors {
 };
 
 // [C] statistics seen as [N, C, S] (stride 0 across N and S).
-Tensor per_channel(const Tensor& t, const Channels& shape) { return view_of(t, {shape.N, shape.C, shape.S}, {0, 1, 0}); }
+Tensor per_channel(const Tensor& t, const Channels& shape) {
+  return view_of(t, {shape.N, shape.C, shape.S}, {0, 1, 0});
+}
 
 // grad_input = invstd * w * dy, grad_weight = sum(dy * (x - mean)) * invstd, grad_bias = sum(dy),
 // computed in the statistics dtype and rounded once into the outputs.

@@ -8,7 +8,7 @@
 namespace sg::cuda {
 
 namespace {
-constexpr size_t kSmallStep = 512;              // small blocks: multiples of this
+constexpr size_t kSmallStep = 512;                   // small blocks: multiples of this
 constexpr size_t kLargeThreshold = size_t(1) << 20;  // 1 MiB
 constexpr size_t kStepsPerPowerOfTwo = 4;
 

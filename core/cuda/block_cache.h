@@ -52,7 +52,7 @@ private:
 
   Backend backend_;
   std::string name_;
-  mutable std::mutex mutex_;  // DataLoader workers and the main thread may free at once
+  mutable std::mutex mutex_;                          // DataLoader workers and the main thread may free at once
   std::map<size_t, std::vector<void*>> free_blocks_;  // size class -> cached blocks
   size_t cached_bytes_ = 0;
   MemoryStats stats_;

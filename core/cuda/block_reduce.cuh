@@ -100,13 +100,17 @@ struct RowThreads {
 
 struct Plus {
   template <typename T>
-  __device__ T operator()(T a, T b) const { return a + b; }
+  __device__ T operator()(T a, T b) const {
+    return a + b;
+  }
 };
 // The larger of two values; a NaN may be dropped (callers whose result must carry a NaN get it
 // from the sum that follows, or combine with their own rule).
 struct Max {
   template <typename T>
-  __device__ T operator()(T a, T b) const { return a > b ? a : b; }
+  __device__ T operator()(T a, T b) const {
+    return a > b ? a : b;
+  }
 };
 
 // Runs op.template row<kBlockPerRow>(row, threads) for every row in [0, rows).
@@ -131,7 +135,8 @@ void launch_rows(int64_t rows, int64_t row_length, bool block_per_row, const Row
     rows_kernel<true><<<static_cast<unsigned>(rows), static_cast<unsigned>(threads), 0, compute_stream()>>>(rows, op);
   } else {
     constexpr int64_t kThreads = 256;
-    rows_kernel<false><<<static_cast<unsigned>((rows + kThreads - 1) / kThreads), kThreads, 0, compute_stream()>>>(rows, op);
+    rows_kernel<false>
+        <<<static_cast<unsigned>((rows + kThreads - 1) / kThreads), kThreads, 0, compute_stream()>>>(rows, op);
   }
   SG_CUDA_CHECK_LAUNCH();
 }

@@ -10,11 +10,11 @@ namespace sg::cuda::detail {
 [[noreturn]] void throw_cuda_error(cudaError_t status, const char* call, const char* file, int line);
 }  // namespace sg::cuda::detail
 
-#define SG_CUDA_CHECK(call)                                                               \
-  do {                                                                                    \
-    const cudaError_t sg_cuda_status = (call);                                            \
-    if (sg_cuda_status != cudaSuccess)                                                    \
-      ::sg::cuda::detail::throw_cuda_error(sg_cuda_status, #call, __FILE__, __LINE__);    \
+#define SG_CUDA_CHECK(call)                                                            \
+  do {                                                                                 \
+    const cudaError_t sg_cuda_status = (call);                                         \
+    if (sg_cuda_status != cudaSuccess)                                                 \
+      ::sg::cuda::detail::throw_cuda_error(sg_cuda_status, #call, __FILE__, __LINE__); \
   } while (0)
 
 // After a kernel launch: launch errors (bad configuration, no kernel image for this GPU)

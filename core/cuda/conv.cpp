@@ -64,8 +64,8 @@ struct ConvCall {
       : input(dtype, input_shape, contiguous_strides(input_shape), op_name),
         out(dtype, out_shape, contiguous_strides(out_shape), op_name),
         weight(dtype, weight_shape, op_name),
-        conv(params.padding.h, params.padding.w, params.stride.h, params.stride.w, params.dilation.h,
-             params.dilation.w, params.groups, dtype == DType::f64 ? CUDNN_DATA_DOUBLE : CUDNN_DATA_FLOAT),
+        conv(params.padding.h, params.padding.w, params.stride.h, params.stride.w, params.dilation.h, params.dilation.w,
+             params.groups, dtype == DType::f64 ? CUDNN_DATA_DOUBLE : CUDNN_DATA_FLOAT),
         dtype(dtype) {
     SG_CUDNN_CHECK(cudnnSetConvolutionMathType(conv.get(), requested_math(dtype)));
     std::array<int, 4> expected{};
@@ -84,7 +84,11 @@ struct Blend {
   float alpha_f32, beta_f32;
   bool is_f64;
   Blend(DType dtype, double beta)
-      : alpha_f64(1), beta_f64(beta), alpha_f32(1), beta_f32(static_cast<float>(beta)), is_f64(dtype == DType::f64) {}
+      : alpha_f64(1),
+        beta_f64(beta),
+        alpha_f32(1),
+        beta_f32(static_cast<float>(beta)),
+        is_f64(dtype == DType::f64) {}
   const void* alpha() const { return is_f64 ? static_cast<const void*>(&alpha_f64) : &alpha_f32; }
   const void* beta() const { return is_f64 ? static_cast<const void*>(&beta_f64) : &beta_f32; }
 };
@@ -98,15 +102,17 @@ void check_written(const Tensor& written, const char* op_name) {
 
 }  // namespace
 
-void conv2d(const Tensor& out, const Tensor& input, const Tensor& weight, const Tensor& bias, const Conv2dParams& params) {
+void conv2d(const Tensor& out, const Tensor& input, const Tensor& weight, const Tensor& bias,
+            const Conv2dParams& params) {
   check_written(out, "conv2d");
   if (out.numel() == 0) return;
   // The bias is written first and the convolution blended onto it (beta = 1), so a 16-bit out
   // is rounded once, as on the CPU.
   if (bias.defined()) {
     const int64_t K = bias.size(0);
-    kernels::copy(out, Tensor(std::make_shared<TensorImpl>(bias.storage(), bias.storage_offset(), Shape{1, K, 1, 1},
-                                                           Shape{K * bias.stride(0), bias.stride(0), 1, 1}, bias.dtype())));
+    kernels::copy(out,
+                  Tensor(std::make_shared<TensorImpl>(bias.storage(), bias.storage_offset(), Shape{1, K, 1, 1},
+                                                      Shape{K * bias.stride(0), bias.stride(0), 1, 1}, bias.dtype())));
   }
   if (weight.numel() == 0) {  // no input channels per group: an empty sum
     if (!bias.defined()) kernels::fill(out, 0.0);
@@ -157,11 +163,10 @@ void conv2d_grad_input(const Tensor& grad_input, const Tensor& grad_out, const T
       },
       "conv2d_grad_input");
   const Tensor space = workspace(chosen.workspace_bytes, grad_input.device());
-  SG_CUDNN_CHECK(cudnnConvolutionBackwardData(handle.get(), blend.alpha(), call.weight.get(), w.raw_data(),
-                                              call.out.get(), dy.raw_data(), call.conv.get(),
-                                              static_cast<cudnnConvolutionBwdDataAlgo_t>(chosen.algo),
-                                              space.raw_data(), chosen.workspace_bytes, blend.beta(),
-                                              call.input.get(), grad_input.raw_data()));
+  SG_CUDNN_CHECK(cudnnConvolutionBackwardData(
+      handle.get(), blend.alpha(), call.weight.get(), w.raw_data(), call.out.get(), dy.raw_data(), call.conv.get(),
+      static_cast<cudnnConvolutionBwdDataAlgo_t>(chosen.algo), space.raw_data(), chosen.workspace_bytes, blend.beta(),
+      call.input.get(), grad_input.raw_data()));
 }
 
 void conv2d_grad_weight(const Tensor& grad_weight, const Tensor& grad_out, const Tensor& input,
@@ -186,11 +191,10 @@ void conv2d_grad_weight(const Tensor& grad_weight, const Tensor& grad_out, const
       },
       "conv2d_grad_weight");
   const Tensor space = workspace(chosen.workspace_bytes, grad_weight.device());
-  SG_CUDNN_CHECK(cudnnConvolutionBackwardFilter(handle.get(), blend.alpha(), call.input.get(), x.raw_data(),
-                                                call.out.get(), dy.raw_data(), call.conv.get(),
-                                                static_cast<cudnnConvolutionBwdFilterAlgo_t>(chosen.algo),
-                                                space.raw_data(), chosen.workspace_bytes, blend.beta(),
-                                                call.weight.get(), grad_weight.raw_data()));
+  SG_CUDNN_CHECK(cudnnConvolutionBackwardFilter(
+      handle.get(), blend.alpha(), call.input.get(), x.raw_data(), call.out.get(), dy.raw_data(), call.conv.get(),
+      static_cast<cudnnConvolutionBwdFilterAlgo_t>(chosen.algo), space.raw_data(), chosen.workspace_bytes, blend.beta(),
+      call.weight.get(), grad_weight.raw_data()));
 }
 
 }  // namespace sg::cuda

@@ -40,10 +40,8 @@ void copy(const Tensor& dst, const Tensor& src) {
   // Land the bytes on dst's device first, then convert / broadcast / scatter there.
   const Tensor landed = empty_like_on(packed, dst.device());
   transfer(landed, packed);
-  if (dst.device().is_cpu())
-    cpu::copy(dst, landed);
-  else
-    copy_on_device(dst, landed);
+  if (dst.device().is_cpu()) cpu::copy(dst, landed);
+  else copy_on_device(dst, landed);
 }
 
 }  // namespace sg::cuda

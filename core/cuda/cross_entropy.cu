@@ -23,11 +23,15 @@ constexpr int kSingleBlockThreads = 1024;  // the one-block reductions over rows
 constexpr int64_t kNoRow = std::numeric_limits<int64_t>::max();
 
 template <typename scalar_t>
-__device__ double widen(scalar_t value) { return static_cast<double>(static_cast<opmath_t<scalar_t>>(value)); }
+__device__ double widen(scalar_t value) {
+  return static_cast<double>(static_cast<opmath_t<scalar_t>>(value));
+}
 
 // Class weight c as a double, 1 when there are no weights.
 template <typename scalar_t>
-__device__ double weight_of(const scalar_t* weight, int64_t c) { return weight != nullptr ? widen(weight[c]) : 1.0; }
+__device__ double weight_of(const scalar_t* weight, int64_t c) {
+  return weight != nullptr ? widen(weight[c]) : 1.0;
+}
 
 // The total weight of the counted rows, and the first row whose target is out of range.
 struct TargetCheck {
@@ -45,12 +49,15 @@ struct CombineChecks {
 template <typename scalar_t>
 __global__ void check_targets_kernel(const int64_t* targets, int64_t rows, int64_t C, int64_t ignore_index,
                                      const scalar_t* weight, double* total_weight, int64_t* status) {
-  const TargetCheck check = RowThreads<true>{}.fold(rows, TargetCheck{0.0, kNoRow}, [&](int64_t r) {
-    const int64_t t = targets[r];
-    if (t == ignore_index) return TargetCheck{0.0, kNoRow};
-    if (t < 0 || t >= C) return TargetCheck{0.0, r};
-    return TargetCheck{weight_of(weight, t), kNoRow};
-  }, CombineChecks{});
+  const TargetCheck check = RowThreads<true>{}.fold(
+      rows, TargetCheck{0.0, kNoRow},
+      [&](int64_t r) {
+        const int64_t t = targets[r];
+        if (t == ignore_index) return TargetCheck{0.0, kNoRow};
+        if (t < 0 || t >= C) return TargetCheck{0.0, r};
+        return TargetCheck{weight_of(weight, t), kNoRow};
+      },
+      CombineChecks{});
   if (threadIdx.x != 0) return;
   total_weight[0] = check.total_weight;
   status[0] = check.bad_row;
@@ -75,21 +82,20 @@ struct CrossEntropyRows {
   __device__ void row(int64_t r, RowThreads<kBlock> threads) const {
     const int64_t target = targets[r];
     double loss = 0;
-    double shift = 0;  // log-probability of class c = score - shift (logsumexp for logits, 0 for log-probs)
+    double shift = 0;              // log-probability of class c = score - shift (logsumexp for logits, 0 for log-probs)
     if (target != ignore_index) {  // the same branch for every thread of a row
       const scalar_t* scores = x + (r / D) * C * D + r % D;
       auto score = [&](int64_t c) { return static_cast<math_t>(scores[c * D]); };
       if (log_sum_exp != nullptr) {
         const math_t max = threads.fold(C, static_cast<math_t>(-INFINITY), score, Max{});
-        const double sum = threads.fold(C, 0.0, [&](int64_t c) { return static_cast<double>(std::exp(score(c) - max)); },
-                                        Plus{});
+        const double sum = threads.fold(
+            C, 0.0, [&](int64_t c) { return static_cast<double>(std::exp(score(c) - max)); }, Plus{});
         shift = static_cast<double>(max) + std::log(sum);
       }
       loss = -(1 - smoothing) * weight_of(weight, target) * (static_cast<double>(score(target)) - shift);
       if (smoothing > 0) {
-        const double weighted = threads.fold(C, 0.0, [&](int64_t c) {
-          return weight_of(weight, c) * (static_cast<double>(score(c)) - shift);
-        }, Plus{});
+        const double weighted = threads.fold(
+            C, 0.0, [&](int64_t c) { return weight_of(weight, c) * (static_cast<double>(score(c)) - shift); }, Plus{});
         loss -= smoothing / static_cast<double>(C) * weighted;
       }
     }
@@ -104,7 +110,8 @@ struct CrossEntropyRows {
 template <typename scalar_t>
 __global__ void reduce_losses_kernel(const double* losses, int64_t rows, const double* total_weight, bool mean,
                                      scalar_t* out) {
-  const double sum = RowThreads<true>{}.fold(rows, 0.0, [&](int64_t r) { return losses[r]; }, Plus{});
+  const double sum = RowThreads<true>{}.fold(
+      rows, 0.0, [&](int64_t r) { return losses[r]; }, Plus{});
   if (threadIdx.x == 0)
     out[0] = static_cast<scalar_t>(static_cast<opmath_t<scalar_t>>(mean ? sum / total_weight[0] : sum));
 }
@@ -112,7 +119,8 @@ __global__ void reduce_losses_kernel(const double* losses, int64_t rows, const d
 // One block: the mean class weight (the smoothed targets' share in the backward).
 template <typename scalar_t>
 __global__ void mean_weight_kernel(const scalar_t* weight, int64_t C, double* mean_weight) {
-  const double sum = RowThreads<true>{}.fold(C, 0.0, [&](int64_t c) { return widen(weight[c]); }, Plus{});
+  const double sum = RowThreads<true>{}.fold(
+      C, 0.0, [&](int64_t c) { return widen(weight[c]); }, Plus{});
   if (threadIdx.x == 0) mean_weight[0] = sum / static_cast<double>(C);
 }
 
@@ -120,8 +128,8 @@ __global__ void mean_weight_kernel(const scalar_t* weight, int64_t C, double* me
 // 0 on ignored rows; see cpu::cross_entropy_backward.
 template <typename scalar_t>
 struct BackwardArgs {
-  const scalar_t* x;            // logits only, else null
-  const double* log_sum_exp;    // logits only, else null
+  const scalar_t* x;          // logits only, else null
+  const double* log_sum_exp;  // logits only, else null
   const int64_t* targets;
   const scalar_t* weight;       // may be null
   const double* mean_weight;    // null when there are no weights (then 1)
@@ -159,7 +167,9 @@ __global__ void cross_entropy_backward_kernel(BackwardArgs<scalar_t> a) {
 }
 
 template <typename T>
-T* data_or_null(const Tensor& t) { return t.defined() ? static_cast<T*>(t.raw_data()) : nullptr; }
+T* data_or_null(const Tensor& t) {
+  return t.defined() ? static_cast<T*>(t.raw_data()) : nullptr;
+}
 
 // Rows as [N, C, D] of a contiguous input.
 struct ClassLayout {
@@ -181,9 +191,9 @@ void cross_entropy_typed(const Tensor& out, const Tensor& log_sum_exp, const Ten
   double* total_weight_data = data_or_null<double>(total_weight);
 
   const Tensor status = empty({2}, {DType::i64, x.device()});
-  check_targets_kernel<scalar_t><<<1, kSingleBlockThreads, 0, compute_stream()>>>(
-      target_data, layout.rows, layout.C, args.ignore_index, weight_data, total_weight_data,
-      data_or_null<int64_t>(status));
+  check_targets_kernel<scalar_t>
+      <<<1, kSingleBlockThreads, 0, compute_stream()>>>(target_data, layout.rows, layout.C, args.ignore_index,
+                                                        weight_data, total_weight_data, data_or_null<int64_t>(status));
   SG_CUDA_CHECK_LAUNCH();
   const Tensor status_on_host = status.to(Device::cpu());  // waits for the check
   const int64_t* found = status_on_host.data_ptr<int64_t>();
@@ -193,11 +203,12 @@ void cross_entropy_typed(const Tensor& out, const Tensor& log_sum_exp, const Ten
   const bool none = args.reduction == Reduction::none;
   const Tensor losses = none ? Tensor() : empty({layout.rows}, {DType::f64, x.device()});
   const bool block_per_row = layout.D == 1 && layout.C >= kWarpSize;
-  launch_rows(layout.rows, layout.C, block_per_row,
-              CrossEntropyRows<scalar_t>{data_or_null<const scalar_t>(x), target_data, weight_data,
-                                         args.scores == ClassScores::logits ? data_or_null<double>(log_sum_exp) : nullptr,
-                                         none ? data_or_null<scalar_t>(out) : nullptr, data_or_null<double>(losses),
-                                         layout.C, layout.D, args.ignore_index, args.label_smoothing});
+  launch_rows(
+      layout.rows, layout.C, block_per_row,
+      CrossEntropyRows<scalar_t>{data_or_null<const scalar_t>(x), target_data, weight_data,
+                                 args.scores == ClassScores::logits ? data_or_null<double>(log_sum_exp) : nullptr,
+                                 none ? data_or_null<scalar_t>(out) : nullptr, data_or_null<double>(losses), layout.C,
+                                 layout.D, args.ignore_index, args.label_smoothing});
   if (none) return;
   reduce_losses_kernel<scalar_t><<<1, kSingleBlockThreads, 0, compute_stream()>>>(
       data_or_null<const double>(losses), layout.rows, total_weight_data, args.reduction == Reduction::mean,

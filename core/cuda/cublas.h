@@ -17,9 +17,9 @@ namespace detail {
 
 }  // namespace sg::cuda
 
-#define SG_CUBLAS_CHECK(call)                                                                 \
-  do {                                                                                        \
-    const cublasStatus_t sg_cublas_status = (call);                                           \
-    if (sg_cublas_status != CUBLAS_STATUS_SUCCESS)                                            \
-      ::sg::cuda::detail::throw_cublas_error(sg_cublas_status, #call, __FILE__, __LINE__);    \
+#define SG_CUBLAS_CHECK(call)                                                              \
+  do {                                                                                     \
+    const cublasStatus_t sg_cublas_status = (call);                                        \
+    if (sg_cublas_status != CUBLAS_STATUS_SUCCESS)                                         \
+      ::sg::cuda::detail::throw_cublas_error(sg_cublas_status, #call, __FILE__, __LINE__); \
   } while (0)

@@ -36,7 +36,9 @@ HandleSlot& handle_slot(int device) {
 }  // namespace
 
 CudnnHandle::CudnnHandle(int device)
-    : guard_(device), lock_(handle_slot(device).in_use), handle_(handle_slot(device).handle) {}
+    : guard_(device),
+      lock_(handle_slot(device).in_use),
+      handle_(handle_slot(device).handle) {}
 
 cudnnDataType_t cudnn_data_type(DType dtype, const char* op_name) {
   switch (dtype) {
@@ -50,8 +52,7 @@ cudnnDataType_t cudnn_data_type(DType dtype, const char* op_name) {
 }
 
 int cudnn_int(int64_t value, const char* op_name) {
-  SG_CHECK(value <= std::numeric_limits<int>::max(), op_name, ": size or stride ", value,
-           " exceeds cuDNN's int range");
+  SG_CHECK(value <= std::numeric_limits<int>::max(), op_name, ": size or stride ", value, " exceeds cuDNN's int range");
   return static_cast<int>(value);
 }
 
@@ -74,10 +75,9 @@ ConvolutionDescriptor::ConvolutionDescriptor(int64_t pad_h, int64_t pad_w, int64
                                              int64_t dilation_h, int64_t dilation_w, int64_t groups,
                                              cudnnDataType_t compute) {
   const char* op = "conv2d";
-  SG_CUDNN_CHECK(cudnnSetConvolution2dDescriptor(get(), cudnn_int(pad_h, op), cudnn_int(pad_w, op),
-                                                 cudnn_int(stride_h, op), cudnn_int(stride_w, op),
-                                                 cudnn_int(dilation_h, op), cudnn_int(dilation_w, op),
-                                                 CUDNN_CROSS_CORRELATION, compute));
+  SG_CUDNN_CHECK(cudnnSetConvolution2dDescriptor(
+      get(), cudnn_int(pad_h, op), cudnn_int(pad_w, op), cudnn_int(stride_h, op), cudnn_int(stride_w, op),
+      cudnn_int(dilation_h, op), cudnn_int(dilation_w, op), CUDNN_CROSS_CORRELATION, compute));
   SG_CUDNN_CHECK(cudnnSetConvolutionGroupCount(get(), cudnn_int(groups, op)));
 }
 

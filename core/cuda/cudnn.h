@@ -22,11 +22,11 @@ namespace detail {
 
 }  // namespace sg::cuda
 
-#define SG_CUDNN_CHECK(call)                                                                \
-  do {                                                                                      \
-    const cudnnStatus_t sg_cudnn_status = (call);                                           \
-    if (sg_cudnn_status != CUDNN_STATUS_SUCCESS)                                            \
-      ::sg::cuda::detail::throw_cudnn_error(sg_cudnn_status, #call, __FILE__, __LINE__);    \
+#define SG_CUDNN_CHECK(call)                                                             \
+  do {                                                                                   \
+    const cudnnStatus_t sg_cudnn_status = (call);                                        \
+    if (sg_cudnn_status != CUDNN_STATUS_SUCCESS)                                         \
+      ::sg::cuda::detail::throw_cudnn_error(sg_cudnn_status, #call, __FILE__, __LINE__); \
   } while (0)
 
 namespace sg::cuda {
@@ -81,9 +81,8 @@ public:
   FilterDescriptor(DType dtype, const Shape& sizes, const char* op_name);
 };
 
-class ConvolutionDescriptor
-    : public Descriptor<cudnnConvolutionDescriptor_t, cudnnCreateConvolutionDescriptor,
-                        cudnnDestroyConvolutionDescriptor> {
+class ConvolutionDescriptor : public Descriptor<cudnnConvolutionDescriptor_t, cudnnCreateConvolutionDescriptor,
+                                                cudnnDestroyConvolutionDescriptor> {
 public:
   // Cross-correlation (what deep learning calls convolution) with the given geometry and groups,
   // accumulating in `compute` (CUDNN_DATA_FLOAT for f16/bf16/f32, DOUBLE for f64).

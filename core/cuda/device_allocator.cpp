@@ -25,8 +25,16 @@ class DeviceAllocator : public Allocator {
 public:
   explicit DeviceAllocator(int index)
       : index_(index),
-        cache_({.allocate = [index](size_t size) { DeviceGuard guard(index); return malloc_on_device(size); },
-                .release = [index](void* block) { DeviceGuard guard(index); SG_CUDA_CHECK(cudaFree(block)); }},
+        cache_({.allocate =
+                    [index](size_t size) {
+                      DeviceGuard guard(index);
+                      return malloc_on_device(size);
+                    },
+                .release =
+                    [index](void* block) {
+                      DeviceGuard guard(index);
+                      SG_CUDA_CHECK(cudaFree(block));
+                    }},
                Device::cuda(index).str()) {}
 
   void* allocate(size_t nbytes) override { return cache_.allocate(nbytes); }

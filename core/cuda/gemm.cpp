@@ -40,8 +40,8 @@ std::optional<Operand> operand_layout(const Tensor& t) {
 }
 
 Tensor view_of(const Tensor& t, Shape sizes, Shape strides) {
-  return Tensor(std::make_shared<TensorImpl>(t.storage(), t.storage_offset(), std::move(sizes), std::move(strides),
-                                             t.dtype()));
+  return Tensor(
+      std::make_shared<TensorImpl>(t.storage(), t.storage_offset(), std::move(sizes), std::move(strides), t.dtype()));
 }
 
 // `t` with contiguous matrices; batch dims that `t` broadcasts keep stride 0 (copied once).
@@ -92,8 +92,9 @@ cudaDataType cuda_type(DType dtype) {
     case DType::bf16: return CUDA_R_16BF;
     default: break;
   }
-  throw Error(::sg::detail::concat("gemm: CUDA multiplies floating matrices only (cuBLAS has no ", dtype,
-                             " product), as PyTorch; convert the operands to a floating dtype or compute on the CPU"));
+  throw Error(
+      ::sg::detail::concat("gemm: CUDA multiplies floating matrices only (cuBLAS has no ", dtype,
+                           " product), as PyTorch; convert the operands to a floating dtype or compute on the CPU"));
 }
 
 int to_int(int64_t value, const Tensor& a, const Tensor& b) {
@@ -115,7 +116,7 @@ void gemm_cublas(const Tensor& out, const Tensor& a_in, const Tensor& b_in, doub
   const bool is_f64 = out.dtype() == DType::f64;
   // f16/bf16 and f32 accumulate in f32 (TF32 products only when allowed), f64 in f64; alpha and
   // beta have the compute type.
-  const cublasComputeType_t compute = is_f64 ? CUBLAS_COMPUTE_64F
+  const cublasComputeType_t compute = is_f64                                      ? CUBLAS_COMPUTE_64F
                                       : out.dtype() == DType::f32 && allow_tf32() ? CUBLAS_COMPUTE_32F_FAST_TF32
                                                                                   : CUBLAS_COMPUTE_32F;
   const double alpha_f64 = alpha, beta_f64 = beta;
@@ -147,10 +148,10 @@ void gemm_cublas(const Tensor& out, const Tensor& a_in, const Tensor& b_in, doub
       for (int i = 0; i < 3; ++i) offsets[i] += index * batch.strides[d][i];
     }
     // Note [cuBLAS is column-major]: out^T = b^T @ a^T.
-    SG_CUBLAS_CHECK(cublasGemmStridedBatchedEx(
-        handle, lb.op, la.op, n, m, k, alpha_ptr, element(b, offsets[2]), type, ldb, inner_strides[2],
-        element(a, offsets[1]), type, lda, inner_strides[1], beta_ptr,
-        element(out, offsets[0]), type, ldc, inner_strides[0], count, compute, CUBLAS_GEMM_DEFAULT));
+    SG_CUBLAS_CHECK(cublasGemmStridedBatchedEx(handle, lb.op, la.op, n, m, k, alpha_ptr, element(b, offsets[2]), type,
+                                               ldb, inner_strides[2], element(a, offsets[1]), type, lda,
+                                               inner_strides[1], beta_ptr, element(out, offsets[0]), type, ldc,
+                                               inner_strides[0], count, compute, CUBLAS_GEMM_DEFAULT));
   }
 }
 

@@ -177,7 +177,8 @@ __global__ void triangle_kernel(char* out, const char* x, StridedOffsets<2> offs
     int64_t offset[2];
     offsets.get(e, offset);
     const bool keep = lower ? j - i <= diagonal : j - i >= diagonal;
-    *reinterpret_cast<scalar_t*>(out + offset[0]) = keep ? *reinterpret_cast<const scalar_t*>(x + offset[1]) : scalar_t(0);
+    *reinterpret_cast<scalar_t*>(out + offset[0]) =
+        keep ? *reinterpret_cast<const scalar_t*>(x + offset[1]) : scalar_t(0);
   }
 }
 
@@ -185,8 +186,7 @@ template <typename scalar_t>
 void launch_triangle(const Tensor& out, const Tensor& x, const StridedOffsets<2>& offsets, int64_t rows, int64_t cols,
                      int64_t diagonal, bool lower) {
   triangle_kernel<scalar_t><<<grid_for(out.numel()), kBlockThreads, 0, compute_stream()>>>(
-      static_cast<char*>(out.raw_data()), static_cast<const char*>(x.raw_data()), offsets, rows, cols, diagonal,
-      lower);
+      static_cast<char*>(out.raw_data()), static_cast<const char*>(x.raw_data()), offsets, rows, cols, diagonal, lower);
   SG_CUDA_CHECK_LAUNCH();
 }
 
@@ -220,7 +220,8 @@ void gather(const Tensor& out, const Tensor& x, int64_t dim, const Tensor& index
   if (out.numel() == 0) return;
   const DeviceGuard guard(out.device().index);
   SG_DISPATCH_ALL(x.dtype(), "gather", [&]<typename scalar_t>() {
-    kernels::dispatch_index(index.dtype(), [&]<typename index_t>() { gather_typed<scalar_t, index_t>(out, x, dim, index); });
+    kernels::dispatch_index(index.dtype(),
+                            [&]<typename index_t>() { gather_typed<scalar_t, index_t>(out, x, dim, index); });
   });
 }
 
@@ -230,8 +231,8 @@ void index_select(const Tensor& out, const Tensor& x, int64_t dim, const Tensor&
   // index_select is a gather, which reads x through any strides.
   Shape strides(out.dim(), 0);
   strides[dim] = index.dim() == 0 ? 0 : index.stride(0);
-  const Tensor along(std::make_shared<TensorImpl>(index.storage(), index.storage_offset(), out.sizes(), strides,
-                                                  index.dtype()));
+  const Tensor along(
+      std::make_shared<TensorImpl>(index.storage(), index.storage_offset(), out.sizes(), strides, index.dtype()));
   gather(out, x, dim, along);
 }
 
@@ -239,7 +240,8 @@ void scatter_add(const Tensor& dst, int64_t dim, const Tensor& index, const Tens
   if (index.numel() == 0) return;
   const DeviceGuard guard(dst.device().index);
   SG_DISPATCH_NUMERIC(dst.dtype(), "scatter_add", [&]<typename scalar_t>() {
-    kernels::dispatch_index(index.dtype(), [&]<typename index_t>() { scatter_add_typed<scalar_t, index_t>(dst, dim, index, src); });
+    kernels::dispatch_index(index.dtype(),
+                            [&]<typename index_t>() { scatter_add_typed<scalar_t, index_t>(dst, dim, index, src); });
   });
 }
 

@@ -20,7 +20,9 @@ namespace sg::cuda {
 namespace {
 
 template <typename scalar_t>
-__device__ double widen(scalar_t value) { return static_cast<double>(static_cast<opmath_t<scalar_t>>(value)); }
+__device__ double widen(scalar_t value) {
+  return static_cast<double>(static_cast<opmath_t<scalar_t>>(value));
+}
 
 template <typename scalar_t>
 struct LayerNormForward {
@@ -37,11 +39,17 @@ struct LayerNormForward {
   template <bool kBlock>
   __device__ void row(int64_t r, RowThreads<kBlock> threads) const {
     const scalar_t* in = x + r * K;
-    const double m = threads.fold(K, 0.0, [&](int64_t k) { return widen(in[k]); }, Plus{}) / static_cast<double>(K);
-    const double var = threads.fold(K, 0.0, [&](int64_t k) {
-      const double d = widen(in[k]) - m;
-      return d * d;
-    }, Plus{}) / static_cast<double>(K);
+    const double m = threads.fold(
+                         K, 0.0, [&](int64_t k) { return widen(in[k]); }, Plus{}) /
+                     static_cast<double>(K);
+    const double var = threads.fold(
+                           K, 0.0,
+                           [&](int64_t k) {
+                             const double d = widen(in[k]) - m;
+                             return d * d;
+                           },
+                           Plus{}) /
+                       static_cast<double>(K);
     const double inv = 1.0 / std::sqrt(var + eps);
     if (threads.leader()) {
       mean[r] = static_cast<math_t>(m);
@@ -78,9 +86,9 @@ struct LayerNormBackwardInput {
     const double inv = rstd[r];
     auto dxhat = [&](int64_t k) { return widen(g[k]) * (weight != nullptr ? widen(weight[k]) : 1.0); };
     const double mean_dxhat = threads.fold(K, 0.0, dxhat, Plus{}) / static_cast<double>(K);
-    const double mean_dxhat_xhat =
-        threads.fold(K, 0.0, [&](int64_t k) { return dxhat(k) * (widen(in[k]) - m) * inv; }, Plus{}) /
-        static_cast<double>(K);
+    const double mean_dxhat_xhat = threads.fold(
+                                       K, 0.0, [&](int64_t k) { return dxhat(k) * (widen(in[k]) - m) * inv; }, Plus{}) /
+                                   static_cast<double>(K);
     for (int64_t k = threads.first(); k < K; k += threads.step()) {
       const double xhat = (widen(in[k]) - m) * inv;
       dx[r * K + k] = static_cast<scalar_t>(inv * (dxhat(k) - mean_dxhat - xhat * mean_dxhat_xhat));
@@ -128,7 +136,9 @@ __global__ void column_totals_kernel(const double* partial, int64_t chunks, int6
 }
 
 template <typename T>
-T* data_or_null(const Tensor& t) { return t.defined() ? static_cast<T*>(t.raw_data()) : nullptr; }
+T* data_or_null(const Tensor& t) {
+  return t.defined() ? static_cast<T*>(t.raw_data()) : nullptr;
+}
 
 bool block_per_row(int64_t K) { return K >= kWarpSize; }
 
@@ -141,10 +151,10 @@ void weight_and_bias_gradients(const Tensor& grad_weight, const Tensor& grad_bia
   const int64_t chunks = std::max<int64_t>(1, (M + rows_per_chunk - 1) / rows_per_chunk);
   const Tensor partial = empty({2, chunks, K}, {DType::f64, x.device()});
   const auto column_blocks = static_cast<unsigned>((K + kColumnThreads - 1) / kColumnThreads);
-  column_partials_kernel<scalar_t><<<dim3(column_blocks, static_cast<unsigned>(chunks)), kColumnThreads, 0,
-                                     compute_stream()>>>(
-      data_or_null<const scalar_t>(x), data_or_null<const scalar_t>(dy), data_or_null<const math_t>(mean),
-      data_or_null<const math_t>(rstd), M, K, rows_per_chunk, data_or_null<double>(partial));
+  column_partials_kernel<scalar_t>
+      <<<dim3(column_blocks, static_cast<unsigned>(chunks)), kColumnThreads, 0, compute_stream()>>>(
+          data_or_null<const scalar_t>(x), data_or_null<const scalar_t>(dy), data_or_null<const math_t>(mean),
+          data_or_null<const math_t>(rstd), M, K, rows_per_chunk, data_or_null<double>(partial));
   SG_CUDA_CHECK_LAUNCH();
   column_totals_kernel<scalar_t><<<column_blocks, kColumnThreads, 0, compute_stream()>>>(
       data_or_null<const double>(partial), chunks, K, data_or_null<scalar_t>(grad_weight),
@@ -169,10 +179,11 @@ void layer_norm_backward_typed(const Tensor& grad_input, const Tensor& grad_weig
   using math_t = opmath_t<scalar_t>;
   const int64_t M = mean.numel();
   if (grad_input.defined()) {
-    launch_rows(M, K, block_per_row(K),
-                LayerNormBackwardInput<scalar_t>{data_or_null<const scalar_t>(x), data_or_null<const scalar_t>(dy),
-                                                 data_or_null<const scalar_t>(weight), data_or_null<const math_t>(mean),
-                                                 data_or_null<const math_t>(rstd), data_or_null<scalar_t>(grad_input), K});
+    launch_rows(
+        M, K, block_per_row(K),
+        LayerNormBackwardInput<scalar_t>{data_or_null<const scalar_t>(x), data_or_null<const scalar_t>(dy),
+                                         data_or_null<const scalar_t>(weight), data_or_null<const math_t>(mean),
+                                         data_or_null<const math_t>(rstd), data_or_null<scalar_t>(grad_input), K});
   }
   if (grad_weight.defined() || grad_bias.defined())
     weight_and_bias_gradients<scalar_t>(grad_weight, grad_bias, x, dy, mean, rstd, M, K);
@@ -187,8 +198,9 @@ void layer_norm(const Tensor& out, const Tensor& mean, const Tensor& rstd, const
   const DeviceGuard guard(input.device().index);
   // Strided inputs become contiguous device copies (kernels::copy), as on the CPU.
   const Tensor x = kernels::contiguous(input), w = optional_contiguous(weight), b = optional_contiguous(bias);
-  SG_DISPATCH_FLOATING(x.dtype(), "layer_norm",
-                       [&]<typename scalar_t>() { layer_norm_typed<scalar_t>(out, mean, rstd, x, w, b, row_length, eps); });
+  SG_DISPATCH_FLOATING(x.dtype(), "layer_norm", [&]<typename scalar_t>() {
+    layer_norm_typed<scalar_t>(out, mean, rstd, x, w, b, row_length, eps);
+  });
 }
 
 void layer_norm_backward(const Tensor& grad_input, const Tensor& grad_weight, const Tensor& grad_bias,

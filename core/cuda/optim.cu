@@ -86,9 +86,8 @@ void adam_step(const Tensor& param, const Tensor& grad, const Tensor& exp_avg, c
 
 void sgd_step(const Tensor& param, const Tensor& grad, const Tensor& momentum_buffer, const SGDStep& step) {
   const DeviceGuard guard(param.device().index);
-  SG_DISPATCH_FLOATING(param.dtype(), "sgd_step", [&]<typename scalar_t>() {
-    sgd_step_typed<scalar_t>(param, grad, momentum_buffer, step);
-  });
+  SG_DISPATCH_FLOATING(param.dtype(), "sgd_step",
+                       [&]<typename scalar_t>() { sgd_step_typed<scalar_t>(param, grad, momentum_buffer, step); });
 }
 
 }  // namespace sg::cuda

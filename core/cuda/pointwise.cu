@@ -26,8 +26,8 @@ namespace {
 void check_on_device_of(const Tensor& out, std::initializer_list<const Tensor*> inputs, const char* op_name) {
   SG_CHECK(out.device().is_cuda(), op_name, ": expected a CUDA output, got one on ", out.device());
   for (const Tensor* input : inputs)
-    SG_CHECK(input->device() == out.device(), op_name, ": expected every tensor on ", out.device(), ", got one of shape ",
-             shape_str(input->sizes()), " on ", input->device());
+    SG_CHECK(input->device() == out.device(), op_name, ": expected every tensor on ", out.device(),
+             ", got one of shape ", shape_str(input->sizes()), " on ", input->device());
 }
 
 template <typename out_t, typename in_t>
@@ -114,9 +114,7 @@ void unary(UnaryOp op, const Tensor& out, const Tensor& in) {
   check_on_device_of(out, {&in}, "unary");
   DeviceGuard guard(out.device().index);
   const auto ops = describe_operands<2>(out.sizes(), {&out, &in}, "unary");
-  auto run = [&]<typename scalar_t>() {
-    gpu_map<scalar_t, scalar_t>(ops, UnaryElement<scalar_t>{op});
-  };
+  auto run = [&]<typename scalar_t>() { gpu_map<scalar_t, scalar_t>(ops, UnaryElement<scalar_t>{op}); };
   SG_DISPATCH_NUMERIC(in.dtype(), "unary", run);
 }
 
@@ -125,12 +123,12 @@ void binary(BinaryOp op, const Tensor& out, const Tensor& a, const Tensor& b, do
   DeviceGuard guard(out.device().index);
   const auto ops = describe_operands<3>(out.sizes(), {&out, &a, &b}, "binary");
   auto run = [&]<typename scalar_t>() {
-    if (is_comparison(op))
-      gpu_map<bool, scalar_t, scalar_t>(ops, CompareElement<scalar_t>{op});
+    if (is_comparison(op)) gpu_map<bool, scalar_t, scalar_t>(ops, CompareElement<scalar_t>{op});
     else
       gpu_map<scalar_t, scalar_t, scalar_t>(ops, BinaryElement<scalar_t>{op, static_cast<opmath_t<scalar_t>>(alpha)});
   };
-  if (is_comparison(op) && a.dtype() == DType::boolean) return run.template operator()<uint8_t>();  // bools compare as bytes
+  if (is_comparison(op) && a.dtype() == DType::boolean)
+    return run.template operator()<uint8_t>();  // bools compare as bytes
   SG_DISPATCH_NUMERIC(a.dtype(), "binary", run);
 }
 
@@ -151,9 +149,7 @@ void where(const Tensor& out, const Tensor& condition, const Tensor& a, const Te
   check_on_device_of(out, {&condition, &a, &b}, "where");
   DeviceGuard guard(out.device().index);
   const auto ops = describe_operands<4>(out.sizes(), {&out, &condition, &a, &b}, "where");
-  auto run = [&]<typename scalar_t>() {
-    gpu_map<scalar_t, bool, scalar_t, scalar_t>(ops, WhereElement<scalar_t>{});
-  };
+  auto run = [&]<typename scalar_t>() { gpu_map<scalar_t, bool, scalar_t, scalar_t>(ops, WhereElement<scalar_t>{}); };
   SG_DISPATCH_ALL(out.dtype(), "where", run);
 }
 

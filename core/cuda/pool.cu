@@ -114,7 +114,7 @@ __global__ void average_backward_kernel(T* grad_input, const T* grad_out, PoolPl
 template <typename T>
 void max_pool2d_typed(const Tensor& out, const Tensor& indices, const Tensor& input, const Pool2dWindow& window) {
   const PoolPlane plane = plane_of(input, out);
-  const MaxWindow k{window.kernel_size.h, window.kernel_size.w, window.stride.h, window.stride.w,
+  const MaxWindow k{window.kernel_size.h, window.kernel_size.w, window.stride.h,   window.stride.w,
                     window.padding.h,     window.padding.w,     window.dilation.h, window.dilation.w};
   max_pool2d_kernel<T><<<grid_for(out.numel()), kBlockThreads, 0, compute_stream()>>>(
       static_cast<T*>(out.raw_data()), indices.data_ptr<int64_t>(), static_cast<const T*>(input.raw_data()), plane, k);
@@ -127,8 +127,8 @@ void max_pool2d_backward_typed(const Tensor& grad_input, const Tensor& grad_out,
   SG_CUDA_CHECK(cudaMemsetAsync(grad_input.raw_data(), 0, grad_input.numel() * grad_input.element_size(),
                                 compute_stream()));  // all-zero bits: +0 in every floating dtype
   max_pool2d_backward_kernel<T><<<grid_for(plane.count), kBlockThreads, 0, compute_stream()>>>(
-      static_cast<T*>(grad_input.raw_data()), static_cast<const T*>(grad_out.raw_data()),
-      indices.data_ptr<int64_t>(), plane);
+      static_cast<T*>(grad_input.raw_data()), static_cast<const T*>(grad_out.raw_data()), indices.data_ptr<int64_t>(),
+      plane);
   SG_CUDA_CHECK_LAUNCH();
 }
 
@@ -152,8 +152,7 @@ void average_forward(const Tensor& out, const Tensor& input, const RectOf& rect_
   if (out.numel() == 0) return;
   const DeviceGuard guard(out.device().index);
   const Tensor input_data = kernels::contiguous(input);
-  SG_DISPATCH_FLOATING(out.dtype(), op_name,
-                       [&]<typename T>() { average_forward_typed<T>(out, input_data, rect_of); });
+  SG_DISPATCH_FLOATING(out.dtype(), op_name, [&]<typename T>() { average_forward_typed<T>(out, input_data, rect_of); });
 }
 
 template <typename RectOf>

@@ -54,8 +54,8 @@ void launch_running_sums(const Tensor& weights, int64_t rows, int64_t categories
   SG_CUDA_CHECK_LAUNCH();
 }
 
-__global__ void draw_categories_kernel(const double* cdf, int64_t n, int64_t samples, int64_t categories,
-                                       uint64_t seed, uint64_t first, int64_t* out) {
+__global__ void draw_categories_kernel(const double* cdf, int64_t n, int64_t samples, int64_t categories, uint64_t seed,
+                                       uint64_t first, int64_t* out) {
   for (int64_t e = grid_first(); e < n; e += grid_step()) {
     const PhiloxBlock block = philox4x32_10(seed, first + static_cast<uint64_t>(e / 2));
     out[e] = math::draw_category(int(e % 2), block, cdf + (e / samples) * categories, categories);

@@ -85,9 +85,9 @@ struct MaxKeepingNan {
 template <typename acc_t, bool kBlock, typename in_t, typename F, typename Combine>
 __device__ acc_t fold_row(const ReductionWalk& walk, const in_t* row, RowThreads<kBlock> threads, acc_t init, F f,
                           Combine combine) {
-  return threads.fold(walk.row_length, init, [&](int64_t j) {
-    return f(static_cast<opmath_t<in_t>>(*element_at(row, walk.reduced, j)), j);
-  }, combine);
+  return threads.fold(
+      walk.row_length, init,
+      [&](int64_t j) { return f(static_cast<opmath_t<in_t>>(*element_at(row, walk.reduced, j)), j); }, combine);
 }
 
 template <typename in_t, typename out_t, typename acc_t>
@@ -98,8 +98,9 @@ struct SumRows {
 
   template <bool kBlock>
   __device__ void row(int64_t r, RowThreads<kBlock> threads) const {
-    const acc_t total = fold_row<acc_t>(walk, element_at(in, walk.kept, r), threads, acc_t(0),
-                                        [](opmath_t<in_t> x, int64_t) { return static_cast<acc_t>(x); }, Plus{});
+    const acc_t total = fold_row<acc_t>(
+        walk, element_at(in, walk.kept, r), threads, acc_t(0),
+        [](opmath_t<in_t> x, int64_t) { return static_cast<acc_t>(x); }, Plus{});
     if (threads.leader()) out[r] = static_cast<out_t>(static_cast<opmath_t<out_t>>(total));
   }
 };
@@ -143,8 +144,12 @@ struct ExtremumRows {
 
   template <bool kBlock>
   __device__ void row(int64_t r, RowThreads<kBlock> threads) const {
-    const Best<math_t> best = fold_row<Best<math_t>>(walk, element_at(in, walk.kept, r), threads, none,
-                                                     [](math_t x, int64_t j) { return Best<math_t>{x, j}; }, pick);
+    const Best<math_t> best = fold_row<Best<math_t>>(
+        walk, element_at(in, walk.kept, r), threads, none,
+        [](math_t x, int64_t j) {
+          return Best<math_t>{x, j};
+        },
+        pick);
     if (!threads.leader()) return;
     if (values != nullptr) values[r] = static_cast<in_t>(best.value);
     if (indices != nullptr) indices[r] = best.index;
@@ -163,11 +168,15 @@ struct VarRows {
     const scalar_t* first = element_at(in, walk.kept, r);
     auto identity = [](opmath_t<scalar_t> x, int64_t) { return static_cast<double>(x); };
     // Two passes: the mean, then squared deviations from it (no cancellation, unlike E[x^2] - E[x]^2).
-    const double mean = fold_row<double>(walk, first, threads, 0.0, identity, Plus{}) / static_cast<double>(walk.row_length);
-    const double squares = fold_row<double>(walk, first, threads, 0.0, [mean](opmath_t<scalar_t> x, int64_t) {
-      const double d = static_cast<double>(x) - mean;
-      return d * d;
-    }, Plus{});
+    const double mean =
+        fold_row<double>(walk, first, threads, 0.0, identity, Plus{}) / static_cast<double>(walk.row_length);
+    const double squares = fold_row<double>(
+        walk, first, threads, 0.0,
+        [mean](opmath_t<scalar_t> x, int64_t) {
+          const double d = static_cast<double>(x) - mean;
+          return d * d;
+        },
+        Plus{});
     if (threads.leader()) out[r] = static_cast<scalar_t>(static_cast<opmath_t<scalar_t>>(squares / divisor));
   }
 };
@@ -192,15 +201,21 @@ struct NormRows {
     } else if (kind == NormKind::one) {
       norm = fold_row<double>(walk, first, threads, 0.0, magnitude, Plus{});
     } else if (kind == NormKind::two) {  // the common case: no pow per element
-      norm = std::sqrt(fold_row<double>(walk, first, threads, 0.0, [](opmath_t<scalar_t> x, int64_t) {
-        const double d = static_cast<double>(x);
-        return d * d;
-      }, Plus{}));
+      norm = std::sqrt(fold_row<double>(
+          walk, first, threads, 0.0,
+          [](opmath_t<scalar_t> x, int64_t) {
+            const double d = static_cast<double>(x);
+            return d * d;
+          },
+          Plus{}));
     } else {
       const double power = p;
-      norm = std::pow(fold_row<double>(walk, first, threads, 0.0, [power](opmath_t<scalar_t> x, int64_t) {
-        return std::pow(std::fabs(static_cast<double>(x)), power);
-      }, Plus{}), 1.0 / power);
+      norm = std::pow(
+          fold_row<double>(
+              walk, first, threads, 0.0,
+              [power](opmath_t<scalar_t> x, int64_t) { return std::pow(std::fabs(static_cast<double>(x)), power); },
+              Plus{}),
+          1.0 / power);
     }
     if (threads.leader()) out[r] = static_cast<scalar_t>(static_cast<opmath_t<scalar_t>>(norm));
   }
@@ -216,15 +231,18 @@ struct LogSumExpRows {
   template <bool kBlock>
   __device__ void row(int64_t r, RowThreads<kBlock> threads) const {
     const scalar_t* first = element_at(in, walk.kept, r);
-    double shift = fold_row<double>(walk, first, threads, -INFINITY, [](math_t x, int64_t) { return static_cast<double>(x); },
-                                    MaxKeepingNan{});
+    double shift = fold_row<double>(
+        walk, first, threads, -INFINITY, [](math_t x, int64_t) { return static_cast<double>(x); }, MaxKeepingNan{});
     // An infinite max cannot be subtracted (inf - inf is NaN); shifting by 0 then gives the
     // right answer, since a row holding +inf sums to +inf and a row of -inf sums to 0.
     if (std::isinf(shift)) shift = 0.0;
     // exp in the input's compute type, as on the CPU; the sum in double
-    const double total = fold_row<double>(walk, first, threads, 0.0, [shift](math_t x, int64_t) {
-      return static_cast<double>(std::exp(static_cast<math_t>(static_cast<double>(x) - shift)));
-    }, Plus{});
+    const double total = fold_row<double>(
+        walk, first, threads, 0.0,
+        [shift](math_t x, int64_t) {
+          return static_cast<double>(std::exp(static_cast<math_t>(static_cast<double>(x) - shift)));
+        },
+        Plus{});
     if (threads.leader()) out[r] = static_cast<scalar_t>(static_cast<math_t>(std::log(total) + shift));
   }
 };
@@ -235,9 +253,13 @@ void launch(const ReductionWalk& walk, const RowOp& op) {
 }
 
 template <typename T>
-const T* input_data(const Tensor& in) { return static_cast<const T*>(in.raw_data()); }
+const T* input_data(const Tensor& in) {
+  return static_cast<const T*>(in.raw_data());
+}
 template <typename T>
-T* output_data(const Tensor& out) { return out.defined() ? static_cast<T*>(out.raw_data()) : nullptr; }
+T* output_data(const Tensor& out) {
+  return out.defined() ? static_cast<T*>(out.raw_data()) : nullptr;
+}
 
 template <typename in_t>
 void sum_typed(const Tensor& out, const Tensor& in, const ReductionWalk& walk) {
@@ -262,8 +284,8 @@ void extremum_typed(Extremum which, const Tensor& values, const Tensor& indices,
   using math_t = opmath_t<in_t>;
   const PickExtremum<math_t> pick{which == Extremum::max};
   const Best<math_t> none{worst_value<math_t>(which), std::numeric_limits<int64_t>::max()};
-  launch<in_t>(walk, ExtremumRows<in_t>{walk, input_data<in_t>(in), output_data<in_t>(values), output_data<int64_t>(indices),
-                                  pick, none});
+  launch<in_t>(walk, ExtremumRows<in_t>{walk, input_data<in_t>(in), output_data<in_t>(values),
+                                        output_data<int64_t>(indices), pick, none});
 }
 
 }  // namespace
@@ -294,7 +316,10 @@ void var(const Tensor& out, const Tensor& in, const Shape& dims, int64_t correct
 void norm(const Tensor& out, const Tensor& in, const Shape& dims, double p) {
   const DeviceGuard guard(in.device().index);
   const ReductionWalk walk = reduction_walk(in, dims, "norm");
-  const NormKind kind = std::isinf(p) ? NormKind::inf : p == 1.0 ? NormKind::one : p == 2.0 ? NormKind::two : NormKind::general;
+  const NormKind kind = std::isinf(p) ? NormKind::inf
+                        : p == 1.0    ? NormKind::one
+                        : p == 2.0    ? NormKind::two
+                                      : NormKind::general;
   SG_DISPATCH_FLOATING(in.dtype(), "norm", [&]<typename scalar_t>() {
     launch<scalar_t>(walk, NormRows<scalar_t>{walk, input_data<scalar_t>(in), output_data<scalar_t>(out), kind, p});
   });

@@ -11,13 +11,13 @@
 
 namespace sg::cuda {
 
-bool is_available();              // built with CUDA and at least one GPU usable
-int device_count();               // 0 when not available
-std::string unavailable_reason(); // why is_available() is false ("" when it is true)
+bool is_available();               // built with CUDA and at least one GPU usable
+int device_count();                // 0 when not available
+std::string unavailable_reason();  // why is_available() is false ("" when it is true)
 
 int current_device();
-void set_device(int index);       // for this thread, as cudaSetDevice
-void synchronize();               // waits until every kernel queued on the current device ran
+void set_device(int index);  // for this thread, as cudaSetDevice
+void synchronize();          // waits until every kernel queued on the current device ran
 
 // The caching allocator's bookkeeping for one device (core/cuda/caching_allocator.h).
 struct MemoryStats {

@@ -45,7 +45,8 @@ struct SoftmaxForward {
     // A row of -inf has max -inf, and -inf - -inf is NaN: such a row gives NaN, as in PyTorch.
     // A NaN element may be dropped by Max, but its exp makes the sum, so every output, NaN.
     const math_t max = threads.fold(layout.length, static_cast<math_t>(-INFINITY), at, Max{});
-    const math_t sum = threads.fold(layout.length, math_t(0), [&](int64_t i) { return std::exp(at(i) - max); }, Plus{});
+    const math_t sum = threads.fold(
+        layout.length, math_t(0), [&](int64_t i) { return std::exp(at(i) - max); }, Plus{});
     if (kind == SoftmaxKind::softmax) {
       const math_t inverse = math_t(1) / sum;
       for (int64_t i = threads.first(); i < layout.length; i += threads.step())
@@ -75,9 +76,8 @@ struct SoftmaxBackward {
     auto g_at = [&](int64_t i) { return static_cast<math_t>(g[first + i * inner]); };
     auto y_at = [&](int64_t i) { return static_cast<math_t>(y[first + i * inner]); };
     // sum(g * y) for softmax, sum(g) for log_softmax
-    const math_t total = threads.fold(layout.length, math_t(0), [&](int64_t i) {
-      return is_softmax ? g_at(i) * y_at(i) : g_at(i);
-    }, Plus{});
+    const math_t total = threads.fold(
+        layout.length, math_t(0), [&](int64_t i) { return is_softmax ? g_at(i) * y_at(i) : g_at(i); }, Plus{});
     for (int64_t i = threads.first(); i < layout.length; i += threads.step()) {
       const math_t gi = g_at(i), yi = y_at(i);
       grad_in[first + i * inner] = static_cast<scalar_t>(is_softmax ? yi * (gi - total) : gi - std::exp(yi) * total);

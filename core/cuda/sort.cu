@@ -20,8 +20,8 @@ namespace sg::cuda {
 namespace {
 
 template <typename scalar_t>
-__global__ void keys_and_positions_kernel(const scalar_t* x, int64_t n, int64_t length, bool descending,
-                                          uint64_t* keys, int64_t* positions) {
+__global__ void keys_and_positions_kernel(const scalar_t* x, int64_t n, int64_t length, bool descending, uint64_t* keys,
+                                          int64_t* positions) {
   for (int64_t e = grid_first(); e < n; e += grid_step()) {
     keys[e] = sort_key(x[e], descending);
     positions[e] = e % length;
@@ -63,7 +63,7 @@ void sorted_positions(const Tensor& positions, const Tensor& x, bool descending)
   });
   const Tensor offsets = scratch_words(rows + 1, device);
   row_offsets_kernel<<<grid_for(rows + 1), kBlockThreads, 0, compute_stream()>>>(offsets.data_ptr<int64_t>(), rows,
-                                                                                   length);
+                                                                                 length);
   SG_CUDA_CHECK_LAUNCH();
 
   // CUB's two-call protocol: the first call only sizes the temporary storage.
@@ -81,8 +81,8 @@ void sorted_positions(const Tensor& positions, const Tensor& x, bool descending)
 
   if (k == length) return;
   // The first k columns of the [rows, length] sorted positions, copied into [rows, k].
-  const Tensor first_columns(std::make_shared<TensorImpl>(sorted.storage(), 0, Shape{rows, k}, Shape{length, 1},
-                                                          DType::i64));
+  const Tensor first_columns(
+      std::make_shared<TensorImpl>(sorted.storage(), 0, Shape{rows, k}, Shape{length, 1}, DType::i64));
   const Tensor target(std::make_shared<TensorImpl>(positions.storage(), positions.storage_offset(), Shape{rows, k},
                                                    Shape{k, 1}, DType::i64));
   kernels::copy(target, first_columns);

@@ -4,7 +4,8 @@
 namespace sg::kernels {
 
 void non_finite_check_and_unscale_(const Tensor& grad, const Tensor& found_inf, double inv_scale) {
-  SG_CHECK(is_floating(grad.dtype()), "non_finite_check_and_unscale_: expected a floating gradient, got ", grad.dtype());
+  SG_CHECK(is_floating(grad.dtype()), "non_finite_check_and_unscale_: expected a floating gradient, got ",
+           grad.dtype());
   SG_CHECK(found_inf.numel() == 1 && found_inf.dtype() == DType::f32, "non_finite_check_and_unscale_: found_inf must ",
            "be a one-element f32 tensor, got ", found_inf.dtype(), " ", shape_str(found_inf.sizes()));
   SG_CHECK(found_inf.device() == grad.device(), "non_finite_check_and_unscale_: found_inf is on ", found_inf.device(),

@@ -3,8 +3,8 @@
 // The device dispatch point for the fused attention (see core/kernels/pointwise.cpp).
 namespace sg::kernels {
 
-void attention_forward(const Tensor& out, const Tensor& log_sum_exp, const Tensor& q, const Tensor& k,
-                       const Tensor& v, const AttentionArgs& args) {
+void attention_forward(const Tensor& out, const Tensor& log_sum_exp, const Tensor& q, const Tensor& k, const Tensor& v,
+                       const AttentionArgs& args) {
   if (runs_on_cuda(q.device(), "scaled_dot_product_attention")) {
     if constexpr (kCudaBuild) return cuda::attention_forward(out, log_sum_exp, q, k, v, args);
   }
@@ -12,10 +12,11 @@ void attention_forward(const Tensor& out, const Tensor& log_sum_exp, const Tenso
 }
 
 void attention_backward(const Tensor& grad_q, const Tensor& grad_k, const Tensor& grad_v, const Tensor& grad_out,
-                        const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
-                        const Tensor& log_sum_exp, const AttentionArgs& args) {
+                        const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out, const Tensor& log_sum_exp,
+                        const AttentionArgs& args) {
   if (runs_on_cuda(q.device(), "scaled_dot_product_attention")) {
-    if constexpr (kCudaBuild) return cuda::attention_backward(grad_q, grad_k, grad_v, grad_out, q, k, v, out, log_sum_exp, args);
+    if constexpr (kCudaBuild)
+      return cuda::attention_backward(grad_q, grad_k, grad_v, grad_out, q, k, v, out, log_sum_exp, args);
   }
   cpu::attention_backward(grad_q, grad_k, grad_v, grad_out, q, k, v, out, log_sum_exp, args);
 }

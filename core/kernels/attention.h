@@ -34,12 +34,12 @@ struct AttentionArgs {
 
 namespace sg::kernels {
 
-void attention_forward(const Tensor& out, const Tensor& log_sum_exp, const Tensor& q, const Tensor& k,
-                       const Tensor& v, const AttentionArgs& args);
+void attention_forward(const Tensor& out, const Tensor& log_sum_exp, const Tensor& q, const Tensor& k, const Tensor& v,
+                       const AttentionArgs& args);
 // grad_q, grad_k, grad_v: contiguous, q's dtype, the shapes of q, k, v; grad_out: contiguous, out's shape.
 void attention_backward(const Tensor& grad_q, const Tensor& grad_k, const Tensor& grad_v, const Tensor& grad_out,
-                        const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
-                        const Tensor& log_sum_exp, const AttentionArgs& args);
+                        const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out, const Tensor& log_sum_exp,
+                        const AttentionArgs& args);
 
 // keep [batch..., L, S] bool, contiguous, on the CPU: the dropout mask the kernels draw for `args`,
 // for tests (autograd/ops_attention.h: attention_dropout_mask).
@@ -48,18 +48,18 @@ void attention_dropout_keep(const Tensor& keep, const AttentionArgs& args);
 }  // namespace sg::kernels
 
 namespace sg::cuda {  // core/cuda/attention.cu
-void attention_forward(const Tensor& out, const Tensor& log_sum_exp, const Tensor& q, const Tensor& k,
-                       const Tensor& v, const AttentionArgs& args);
+void attention_forward(const Tensor& out, const Tensor& log_sum_exp, const Tensor& q, const Tensor& k, const Tensor& v,
+                       const AttentionArgs& args);
 void attention_backward(const Tensor& grad_q, const Tensor& grad_k, const Tensor& grad_v, const Tensor& grad_out,
-                        const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
-                        const Tensor& log_sum_exp, const AttentionArgs& args);
+                        const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out, const Tensor& log_sum_exp,
+                        const AttentionArgs& args);
 }  // namespace sg::cuda
 
 namespace sg::cpu {  // core/cpu/attention.cpp
-void attention_forward(const Tensor& out, const Tensor& log_sum_exp, const Tensor& q, const Tensor& k,
-                       const Tensor& v, const AttentionArgs& args);
+void attention_forward(const Tensor& out, const Tensor& log_sum_exp, const Tensor& q, const Tensor& k, const Tensor& v,
+                       const AttentionArgs& args);
 void attention_backward(const Tensor& grad_q, const Tensor& grad_k, const Tensor& grad_v, const Tensor& grad_out,
-                        const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
-                        const Tensor& log_sum_exp, const AttentionArgs& args);
+                        const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out, const Tensor& log_sum_exp,
+                        const AttentionArgs& args);
 void attention_dropout_keep(const Tensor& keep, const AttentionArgs& args);
 }  // namespace sg::cpu

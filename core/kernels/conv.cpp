@@ -3,14 +3,16 @@
 // The device dispatch point for convolution (Note [Kernel dispatch] in core/device.h).
 namespace sg::kernels {
 
-void conv2d(const Tensor& out, const Tensor& input, const Tensor& weight, const Tensor& bias, const Conv2dParams& params) {
+void conv2d(const Tensor& out, const Tensor& input, const Tensor& weight, const Tensor& bias,
+            const Conv2dParams& params) {
   if (runs_on_cuda(out.device(), "conv2d")) {
     if constexpr (kCudaBuild) return cuda::conv2d(out, input, weight, bias, params);
   }
   cpu::conv2d(out, input, weight, bias, params);
 }
 
-void conv2d_grad_input(const Tensor& grad_input, const Tensor& grad_out, const Tensor& weight, const Conv2dParams& params) {
+void conv2d_grad_input(const Tensor& grad_input, const Tensor& grad_out, const Tensor& weight,
+                       const Conv2dParams& params) {
   if (runs_on_cuda(grad_input.device(), "conv2d_grad_input")) {
     if constexpr (kCudaBuild) return cuda::conv2d_grad_input(grad_input, grad_out, weight, params);
   }

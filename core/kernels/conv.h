@@ -30,9 +30,11 @@ namespace sg::kernels {
 
 // out = input (*) weight (+ bias when defined), out[n, k, p, q] = bias[k] + sum over c in k's group,
 // r, s of weight[k, c, r, s] * input[n, c, p * stride.h - padding.h + r * dilation.h, ...].
-void conv2d(const Tensor& out, const Tensor& input, const Tensor& weight, const Tensor& bias, const Conv2dParams& params);
+void conv2d(const Tensor& out, const Tensor& input, const Tensor& weight, const Tensor& bias,
+            const Conv2dParams& params);
 // grad_input = d(sum(grad_out * conv2d(input, weight)))/d input: the transposed convolution.
-void conv2d_grad_input(const Tensor& grad_input, const Tensor& grad_out, const Tensor& weight, const Conv2dParams& params);
+void conv2d_grad_input(const Tensor& grad_input, const Tensor& grad_out, const Tensor& weight,
+                       const Conv2dParams& params);
 // grad_weight[k, c, r, s] = sum over n, p, q of grad_out[n, k, p, q] * input[n, c, ...].
 void conv2d_grad_weight(const Tensor& grad_weight, const Tensor& grad_out, const Tensor& input,
                         const Conv2dParams& params);
@@ -41,8 +43,10 @@ void conv2d_grad_weight(const Tensor& grad_weight, const Tensor& grad_out, const
 
 namespace sg::cuda {
 // core/cuda/conv.cpp (cuDNN)
-void conv2d(const Tensor& out, const Tensor& input, const Tensor& weight, const Tensor& bias, const Conv2dParams& params);
-void conv2d_grad_input(const Tensor& grad_input, const Tensor& grad_out, const Tensor& weight, const Conv2dParams& params);
+void conv2d(const Tensor& out, const Tensor& input, const Tensor& weight, const Tensor& bias,
+            const Conv2dParams& params);
+void conv2d_grad_input(const Tensor& grad_input, const Tensor& grad_out, const Tensor& weight,
+                       const Conv2dParams& params);
 void conv2d_grad_weight(const Tensor& grad_weight, const Tensor& grad_out, const Tensor& input,
                         const Conv2dParams& params);
 }  // namespace sg::cuda
@@ -50,8 +54,10 @@ void conv2d_grad_weight(const Tensor& grad_weight, const Tensor& grad_out, const
 namespace sg::cpu {
 // core/cpu/conv.cpp: f32 (and f16 and bf16, computed in f32) on oneDNN where its blocked kernels beat
 // the reference below for the pass and shapes (core/cpu/conv_onednn.cpp), the rest on the reference.
-void conv2d(const Tensor& out, const Tensor& input, const Tensor& weight, const Tensor& bias, const Conv2dParams& params);
-void conv2d_grad_input(const Tensor& grad_input, const Tensor& grad_out, const Tensor& weight, const Conv2dParams& params);
+void conv2d(const Tensor& out, const Tensor& input, const Tensor& weight, const Tensor& bias,
+            const Conv2dParams& params);
+void conv2d_grad_input(const Tensor& grad_input, const Tensor& grad_out, const Tensor& weight,
+                       const Conv2dParams& params);
 void conv2d_grad_weight(const Tensor& grad_weight, const Tensor& grad_out, const Tensor& input,
                         const Conv2dParams& params);
 

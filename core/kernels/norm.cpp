@@ -16,7 +16,8 @@ void batch_norm_backward(const Tensor& grad_input, const Tensor& grad_weight, co
                          const Tensor& invstd, bool training) {
   if (runs_on_cuda(input.device(), "batch_norm_backward")) {
     if constexpr (kCudaBuild)
-      return cuda::batch_norm_backward(grad_input, grad_weight, grad_bias, grad_out, input, weight, mean, invstd, training);
+      return cuda::batch_norm_backward(grad_input, grad_weight, grad_bias, grad_out, input, weight, mean, invstd,
+                                       training);
   }
   cpu::batch_norm_backward(grad_input, grad_weight, grad_bias, grad_out, input, weight, mean, invstd, training);
 }
@@ -34,7 +35,8 @@ void layer_norm_backward(const Tensor& grad_input, const Tensor& grad_weight, co
                          const Tensor& rstd, int64_t row_length) {
   if (runs_on_cuda(input.device(), "layer_norm_backward")) {
     if constexpr (kCudaBuild)
-      return cuda::layer_norm_backward(grad_input, grad_weight, grad_bias, grad_out, input, weight, mean, rstd, row_length);
+      return cuda::layer_norm_backward(grad_input, grad_weight, grad_bias, grad_out, input, weight, mean, rstd,
+                                       row_length);
   }
   cpu::layer_norm_backward(grad_input, grad_weight, grad_bias, grad_out, input, weight, mean, rstd, row_length);
 }

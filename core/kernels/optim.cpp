@@ -9,9 +9,9 @@ namespace {
 // read as the wrong bytes: refuse it here.
 void check_like_param(const char* op, const Tensor& param, const char* name, const Tensor& t) {
   SG_CHECK(t.defined(), op, ": ", name, " is undefined");
-  SG_CHECK(t.sizes() == param.sizes() && t.dtype() == param.dtype() && t.device() == param.device(), op, ": ",
-           name, " is ", t.dtype(), " ", shape_str(t.sizes()), " on ", t.device(), ", the parameter ", param.dtype(),
-           " ", shape_str(param.sizes()), " on ", param.device());
+  SG_CHECK(t.sizes() == param.sizes() && t.dtype() == param.dtype() && t.device() == param.device(), op, ": ", name,
+           " is ", t.dtype(), " ", shape_str(t.sizes()), " on ", t.device(), ", the parameter ", param.dtype(), " ",
+           shape_str(param.sizes()), " on ", param.device());
 }
 }  // namespace
 

@@ -28,7 +28,8 @@ void avg_pool2d(const Tensor& out, const Tensor& input, const Pool2dWindow& wind
 void avg_pool2d_backward(const Tensor& grad_input, const Tensor& grad_out, const Pool2dWindow& window,
                          bool count_include_pad, std::optional<int64_t> divisor_override) {
   if (runs_on_cuda(grad_input.device(), "avg_pool2d_backward")) {
-    if constexpr (kCudaBuild) return cuda::avg_pool2d_backward(grad_input, grad_out, window, count_include_pad, divisor_override);
+    if constexpr (kCudaBuild)
+      return cuda::avg_pool2d_backward(grad_input, grad_out, window, count_include_pad, divisor_override);
   }
   cpu::avg_pool2d_backward(grad_input, grad_out, window, count_include_pad, divisor_override);
 }

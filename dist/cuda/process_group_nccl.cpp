@@ -134,7 +134,7 @@ private:
   // Held while NCCL calls are queued and while the watchdog aborts, so that no call reaches a
   // communicator being torn down. Lock order: comm_mutex_, then watch_mutex_.
   std::mutex comm_mutex_;
-  std::string broken_;  // the failure that aborted the communicator; every later call throws it
+  std::string broken_;        // the failure that aborted the communicator; every later call throws it
   std::string debug_prefix_;  // SG_DIST_DEBUG: where the fingerprints go in the store ("" when off)
   std::atomic<int64_t> next_sequence_{0};
   std::atomic<int64_t> timeout_ms_;
@@ -151,8 +151,13 @@ class ProcessGroupNCCL::NcclWork final : public Work {
 public:
   NcclWork(int device, int64_t sequence, CollectiveDescription description, std::vector<Tensor> tensors,
            std::chrono::milliseconds timeout, bool blocks_host)
-      : device_(device), sequence_(sequence), description_(std::move(description)), tensors_(std::move(tensors)),
-        deadline_(std::chrono::steady_clock::now() + timeout), timeout_(timeout), blocks_host_(blocks_host) {}
+      : device_(device),
+        sequence_(sequence),
+        description_(std::move(description)),
+        tensors_(std::move(tensors)),
+        deadline_(std::chrono::steady_clock::now() + timeout),
+        timeout_(timeout),
+        blocks_host_(blocks_host) {}
 
   void wait() override {
     throw_if_failed();
@@ -215,7 +220,10 @@ private:
 
 ProcessGroupNCCL::ProcessGroupNCCL(std::shared_ptr<TcpStore> store, int rank, int size, int device,
                                    std::chrono::milliseconds timeout, bool debug)
-    : ProcessGroup(rank, size), store_(std::move(store)), device_(device), timeout_ms_(timeout.count()) {
+    : ProcessGroup(rank, size),
+      store_(std::move(store)),
+      device_(device),
+      timeout_ms_(timeout.count()) {
   cuda::DeviceGuard guard(device_);
   // Every rank creates its groups in the same order, so the n-th group of each process meets
   // under the same keys.
@@ -406,12 +414,11 @@ WorkPtr ProcessGroupNCCL::all_reduce(Tensor& tensor, ReduceOp op) {
   SG_CHECK(!(op == ReduceOp::AVG && tensor.dtype() == DType::boolean),
            "ProcessGroupNCCL::all_reduce: AVG is not defined for bool tensors");
   const Tensor t = tensor;
-  return launch({CollectiveOp::all_reduce, static_cast<int>(op), static_cast<int>(t.dtype()), -1, t.sizes()}, {t},
-                [&] {
-                  if (t.numel() == 0) return;
-                  SG_NCCL_CHECK(ncclAllReduce(t.raw_data(), t.raw_data(), static_cast<size_t>(t.numel()),
-                                              nccl_dtype(t.dtype()), nccl_op(op, t.dtype()), comm_, stream_));
-                });
+  return launch({CollectiveOp::all_reduce, static_cast<int>(op), static_cast<int>(t.dtype()), -1, t.sizes()}, {t}, [&] {
+    if (t.numel() == 0) return;
+    SG_NCCL_CHECK(ncclAllReduce(t.raw_data(), t.raw_data(), static_cast<size_t>(t.numel()), nccl_dtype(t.dtype()),
+                                nccl_op(op, t.dtype()), comm_, stream_));
+  });
 }
 
 WorkPtr ProcessGroupNCCL::broadcast(Tensor& tensor, int root) {
@@ -420,8 +427,8 @@ WorkPtr ProcessGroupNCCL::broadcast(Tensor& tensor, int root) {
   const Tensor t = tensor;
   return launch({CollectiveOp::broadcast, -1, static_cast<int>(t.dtype()), root, t.sizes()}, {t}, [&] {
     if (t.numel() == 0) return;
-    SG_NCCL_CHECK(ncclBroadcast(t.raw_data(), t.raw_data(), static_cast<size_t>(t.numel()), nccl_dtype(t.dtype()),
-                                root, comm_, stream_));
+    SG_NCCL_CHECK(ncclBroadcast(t.raw_data(), t.raw_data(), static_cast<size_t>(t.numel()), nccl_dtype(t.dtype()), root,
+                                comm_, stream_));
   });
 }
 
@@ -449,18 +456,17 @@ WorkPtr ProcessGroupNCCL::all_gather(std::vector<Tensor>& outputs, const Tensor&
   std::vector<Tensor> keep = outputs;
   keep.push_back(input);
   keep.push_back(gathered);
-  return launch({CollectiveOp::all_gather, -1, static_cast<int>(input.dtype()), -1, input.sizes()}, std::move(keep),
-                [&] {
-                  const size_t bytes = nbytes_of(input);
-                  if (bytes == 0) return;
-                  SG_NCCL_CHECK(ncclAllGather(input.raw_data(), gathered.raw_data(),
-                                              static_cast<size_t>(input.numel()), nccl_dtype(input.dtype()), comm_,
-                                              stream_));
-                  const auto* slots = static_cast<const uint8_t*>(gathered.raw_data());
-                  for (size_t r = 0; r < outputs.size(); ++r)
-                    SG_CUDA_CHECK(cudaMemcpyAsync(outputs[r].raw_data(), slots + r * bytes, bytes,
-                                                  cudaMemcpyDeviceToDevice, stream_));
-                });
+  return launch(
+      {CollectiveOp::all_gather, -1, static_cast<int>(input.dtype()), -1, input.sizes()}, std::move(keep), [&] {
+        const size_t bytes = nbytes_of(input);
+        if (bytes == 0) return;
+        SG_NCCL_CHECK(ncclAllGather(input.raw_data(), gathered.raw_data(), static_cast<size_t>(input.numel()),
+                                    nccl_dtype(input.dtype()), comm_, stream_));
+        const auto* slots = static_cast<const uint8_t*>(gathered.raw_data());
+        for (size_t r = 0; r < outputs.size(); ++r)
+          SG_CUDA_CHECK(
+              cudaMemcpyAsync(outputs[r].raw_data(), slots + r * bytes, bytes, cudaMemcpyDeviceToDevice, stream_));
+      });
 }
 
 // gather and scatter are point-to-point: the root receives from (sends to) every other rank in
@@ -487,7 +493,8 @@ WorkPtr ProcessGroupNCCL::gather(std::vector<Tensor>& outputs, const Tensor& inp
                                   cudaMemcpyDeviceToDevice, stream_));
     SG_NCCL_CHECK(ncclGroupStart());
     for (int r = 0; r < size(); ++r)
-      if (r != root) SG_NCCL_CHECK(ncclRecv(outputs[static_cast<size_t>(r)].raw_data(), bytes, ncclUint8, r, comm_, stream_));
+      if (r != root)
+        SG_NCCL_CHECK(ncclRecv(outputs[static_cast<size_t>(r)].raw_data(), bytes, ncclUint8, r, comm_, stream_));
     SG_NCCL_CHECK(ncclGroupEnd());
   });
 }
@@ -503,31 +510,31 @@ WorkPtr ProcessGroupNCCL::scatter(Tensor& output, const std::vector<Tensor>& inp
   }
   std::vector<Tensor> keep = is_root ? inputs : std::vector<Tensor>{};
   keep.push_back(output);
-  return launch({CollectiveOp::scatter, -1, static_cast<int>(output.dtype()), root, output.sizes()}, std::move(keep),
-                [&] {
-                  const size_t bytes = nbytes_of(output);
-                  if (bytes == 0) return;
-                  if (!is_root) {
-                    SG_NCCL_CHECK(ncclRecv(output.raw_data(), bytes, ncclUint8, root, comm_, stream_));
-                    return;
-                  }
-                  SG_CUDA_CHECK(cudaMemcpyAsync(output.raw_data(), inputs[static_cast<size_t>(root)].raw_data(),
-                                                bytes, cudaMemcpyDeviceToDevice, stream_));
-                  SG_NCCL_CHECK(ncclGroupStart());
-                  for (int r = 0; r < size(); ++r)
-                    if (r != root)
-                      SG_NCCL_CHECK(ncclSend(inputs[static_cast<size_t>(r)].raw_data(), bytes, ncclUint8, r, comm_,
-                                             stream_));
-                  SG_NCCL_CHECK(ncclGroupEnd());
-                });
+  return launch(
+      {CollectiveOp::scatter, -1, static_cast<int>(output.dtype()), root, output.sizes()}, std::move(keep), [&] {
+        const size_t bytes = nbytes_of(output);
+        if (bytes == 0) return;
+        if (!is_root) {
+          SG_NCCL_CHECK(ncclRecv(output.raw_data(), bytes, ncclUint8, root, comm_, stream_));
+          return;
+        }
+        SG_CUDA_CHECK(cudaMemcpyAsync(output.raw_data(), inputs[static_cast<size_t>(root)].raw_data(), bytes,
+                                      cudaMemcpyDeviceToDevice, stream_));
+        SG_NCCL_CHECK(ncclGroupStart());
+        for (int r = 0; r < size(); ++r)
+          if (r != root)
+            SG_NCCL_CHECK(ncclSend(inputs[static_cast<size_t>(r)].raw_data(), bytes, ncclUint8, r, comm_, stream_));
+        SG_NCCL_CHECK(ncclGroupEnd());
+      });
 }
 
 // An all-reduce of one byte whose value nobody reads; its wait() blocks the host.
 WorkPtr ProcessGroupNCCL::barrier() {
   const Tensor token = empty({1}, {DType::u8, device()});
-  return launch({CollectiveOp::barrier, -1, -1, -1, {}}, {token}, [&] {
-    SG_NCCL_CHECK(ncclAllReduce(token.raw_data(), token.raw_data(), 1, ncclUint8, ncclMax, comm_, stream_));
-  }, /*blocks_host=*/true);
+  return launch(
+      {CollectiveOp::barrier, -1, -1, -1, {}}, {token},
+      [&] { SG_NCCL_CHECK(ncclAllReduce(token.raw_data(), token.raw_data(), 1, ncclUint8, ncclMax, comm_, stream_)); },
+      /*blocks_host=*/true);
 }
 
 }  // namespace

@@ -10,7 +10,7 @@ double tolerance_for(DType dtype) {
   switch (dtype) {
     case DType::f64: return 1e-12;
     case DType::f32: return 1e-5;
-    case DType::f16: return 2e-3;   // 2 units of the last place (2^-10)
+    case DType::f16: return 2e-3;     // 2 units of the last place (2^-10)
     case DType::bf16: return 1.6e-2;  // 2 units of the last place (2^-7)
     default: return 0;
   }

@@ -22,9 +22,12 @@ TEST_CASE("fused attention on the GPU matches the CPU, causal or not, in every f
     for (const bool causal : {false, true}) {
       CAPTURE(dtype);
       CAPTURE(causal);
-      const Tensor q = random({2, 3, 70, 16}, dtype), k = random({2, 3, 45, 16}, dtype), v = random({2, 3, 45, 24}, dtype);
+      const Tensor q = random({2, 3, 70, 16}, dtype), k = random({2, 3, 45, 16}, dtype),
+                   v = random({2, 3, 45, 24}, dtype);
       test::check_forward_backward_match_cpu(
-          [causal](const TensorList& t) { return scaled_dot_product_attention(t[0], t[1], t[2], {.is_causal = causal}); },
+          [causal](const TensorList& t) {
+            return scaled_dot_product_attention(t[0], t[1], t[2], {.is_causal = causal});
+          },
           {q, k, v}, -1, gradient_tolerance(dtype));
     }
   }
@@ -62,6 +65,8 @@ TEST_CASE("a fully masked row gives 0 on the GPU, as on the CPU") {
   Tensor keep = ones({3, 5}, {DType::boolean});
   keep.select(0, 1).fill_(0.0);
   test::check_forward_backward_match_cpu(
-      [&](const TensorList& t) { return scaled_dot_product_attention(t[0], t[1], t[2], {.attn_mask = keep.to(t[0].device())}); },
+      [&](const TensorList& t) {
+        return scaled_dot_product_attention(t[0], t[1], t[2], {.attn_mask = keep.to(t[0].device())});
+      },
       {q, k, v}, -1, 1e-4);
 }

@@ -47,7 +47,7 @@ TEST_CASE("conv2d and its gradients on the GPU match the CPU for every floating 
 
 TEST_CASE("conv2d reads a non-contiguous input as the CPU does") {
   const Tensor channels_last = randn({2, 9, 11, 3}, {}, &test::rng());  // NHWC storage
-  const Tensor input = channels_last.permute({0, 3, 1, 2});            // seen as NCHW
+  const Tensor input = channels_last.permute({0, 3, 1, 2});             // seen as NCHW
   const Tensor weight = randn({4, 3, 3, 3}, {}, &test::rng()), bias = randn({4}, {}, &test::rng());
   test::check_matches_cpu(conv2d(input.to(gpu()), weight.to(gpu()), bias.to(gpu()), 2, 1),
                           conv2d(input, weight, bias, 2, 1));
@@ -55,5 +55,6 @@ TEST_CASE("conv2d reads a non-contiguous input as the CPU does") {
 
 TEST_CASE("conv2d of an unbatched [C, H, W] input on the GPU matches the CPU") {
   const Tensor input = randn({3, 8, 8}, {}, &test::rng()), weight = randn({2, 3, 3, 3}, {}, &test::rng());
-  test::check_matches_cpu(conv2d(input.to(gpu()), weight.to(gpu()), Tensor(), 1, 1), conv2d(input, weight, Tensor(), 1, 1));
+  test::check_matches_cpu(conv2d(input.to(gpu()), weight.to(gpu()), Tensor(), 1, 1),
+                          conv2d(input, weight, Tensor(), 1, 1));
 }

@@ -26,7 +26,9 @@ std::pair<Tensor, Tensor> strided_pair(const Tensor& values) {
   return {stored.transpose(-2, -1), stored.to(gpu()).transpose(-2, -1)};
 }
 
-void check_exact(const Tensor& gpu_result, const Tensor& cpu_result) { test::check_matches_cpu(gpu_result, cpu_result, 0.0); }
+void check_exact(const Tensor& gpu_result, const Tensor& cpu_result) {
+  test::check_matches_cpu(gpu_result, cpu_result, 0.0);
+}
 
 }  // namespace
 
@@ -171,7 +173,8 @@ TEST_CASE("max_pool2d and its backward on the GPU equal the CPU, ties, NaN, -inf
         const int64_t Q = window_output_size(9, window.kernel_size.w, window.stride.w, window.padding.w,
                                              window.dilation.w, ceil_mode);
         const Tensor cpu_out = empty({2, 3, P, Q}, {dtype}), gpu_out = empty({2, 3, P, Q}, {dtype, gpu()});
-        const Tensor cpu_indices = empty({2, 3, P, Q}, {DType::i64}), gpu_indices = empty({2, 3, P, Q}, {DType::i64, gpu()});
+        const Tensor cpu_indices = empty({2, 3, P, Q}, {DType::i64}),
+                     gpu_indices = empty({2, 3, P, Q}, {DType::i64, gpu()});
         const auto [input_cpu, input_gpu] = strided_pair(input);
         kernels::max_pool2d(cpu_out, cpu_indices, input_cpu, window);
         kernels::max_pool2d(gpu_out, gpu_indices, input_gpu, window);
@@ -201,7 +204,8 @@ TEST_CASE("avg_pool2d and its backward on the GPU equal the CPU with padding, ce
           CAPTURE(ceil_mode);
           CAPTURE(divisor.value_or(0));
           const Pool2dWindow window{{3, 2}, {2, 3}, {1, 1}};
-          const int64_t P = window_output_size(11, 3, 2, 1, 1, ceil_mode), Q = window_output_size(9, 2, 3, 1, 1, ceil_mode);
+          const int64_t P = window_output_size(11, 3, 2, 1, 1, ceil_mode),
+                        Q = window_output_size(9, 2, 3, 1, 1, ceil_mode);
           const Tensor input = pool_input(dtype);
           const auto [input_cpu, input_gpu] = strided_pair(input);
           const Tensor cpu_out = empty({2, 3, P, Q}, {dtype}), gpu_out = empty({2, 3, P, Q}, {dtype, gpu()});

@@ -36,7 +36,7 @@ TEST_CASE("matmul of odd shapes matches the CPU for every floating dtype") {
 TEST_CASE("matmul of transposed and strided views matches the CPU") {
   for (DType dtype : kFloatingDtypes) {
     CAPTURE(dtype);
-    const Tensor a_t = random({13, 7}, dtype).t();             // unit stride down the rows: CUBLAS_OP_T
+    const Tensor a_t = random({13, 7}, dtype).t();  // unit stride down the rows: CUBLAS_OP_T
     const Tensor b_t = random({5, 13}, dtype).t();
     const Tensor a_strided = random({7, 26}, dtype).slice(1, 0, 26, 2);  // no unit stride: copied
     const Tensor b_columns = random({13, 9}, dtype).slice(1, 2, 7);      // a column range: ld 9
@@ -49,11 +49,12 @@ TEST_CASE("matmul of transposed and strided views matches the CPU") {
 TEST_CASE("batched and broadcast matmul matches the CPU") {
   for (DType dtype : kFloatingDtypes) {
     CAPTURE(dtype);
-    check_matmul(random({3, 7, 13}, dtype), random({3, 13, 5}, dtype));                    // one strided batch
-    check_matmul(random({3, 13, 7}, dtype).transpose(1, 2), random({3, 13, 5}, dtype));   // transposed batch
-    check_matmul(random({2, 3, 7, 13}, dtype), random({13, 5}, dtype));                    // rows folded
-    check_matmul(random({2, 1, 7, 13}, dtype), random({4, 13, 5}, dtype));                 // stride-0 batch dims
-    check_matmul(random({4, 2, 7, 13}, dtype).transpose(0, 1), random({2, 4, 13, 5}, dtype));  // batch dims not mergeable
+    check_matmul(random({3, 7, 13}, dtype), random({3, 13, 5}, dtype));                  // one strided batch
+    check_matmul(random({3, 13, 7}, dtype).transpose(1, 2), random({3, 13, 5}, dtype));  // transposed batch
+    check_matmul(random({2, 3, 7, 13}, dtype), random({13, 5}, dtype));                  // rows folded
+    check_matmul(random({2, 1, 7, 13}, dtype), random({4, 13, 5}, dtype));               // stride-0 batch dims
+    check_matmul(random({4, 2, 7, 13}, dtype).transpose(0, 1),
+                 random({2, 4, 13, 5}, dtype));  // batch dims not mergeable
   }
 }
 

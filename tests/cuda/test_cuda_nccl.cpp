@@ -42,7 +42,8 @@ TEST_CASE("nccl: a CPU tensor or a non-contiguous one is an error naming the dev
   const auto result = test::run_ranks(SG_NCCL_WORKER, 1, {"wrong_tensors"});
   INFO(result.summary());
   CHECK(result.exit_code(0) == 0);
-  CHECK(contains(result.output(0), "ProcessGroupNCCL::all_reduce: tensor is on cpu; this rank's NCCL group works on cuda:0"));
+  CHECK(contains(result.output(0),
+                 "ProcessGroupNCCL::all_reduce: tensor is on cpu; this rank's NCCL group works on cuda:0"));
   CHECK(contains(result.output(0), "ProcessGroupNCCL::all_reduce: tensor of shape [2, 4] must be contiguous"));
 }
 
@@ -50,8 +51,9 @@ TEST_CASE("nccl: a collective past its timeout is aborted by the watchdog and th
   const auto result = test::run_ranks(SG_NCCL_WORKER, 1, {"overdue"});
   INFO(result.summary());
   CHECK(result.exit_code(0) == 3);
-  CHECK(contains(result.output(0), "ProcessGroupNCCL (rank 0 of 1, cuda:0): all_reduce(SUM) #0 on f32[10] (40 bytes) "
-                                   "timed out after 1 ms"));
+  CHECK(contains(result.output(0),
+                 "ProcessGroupNCCL (rank 0 of 1, cuda:0): all_reduce(SUM) #0 on f32[10] (40 bytes) "
+                 "timed out after 1 ms"));
   CHECK(contains(result.output(0), "barrier #1 cannot run: the group failed earlier"));
 }
 
@@ -70,9 +72,10 @@ TEST_CASE("nccl: SG_DIST_DEBUG: ranks calling different collectives all fail, sh
   INFO(result.summary());
   for (int rank = 0; rank < 2; ++rank) {
     CHECK(result.exit_code(rank) == 3);
-    CHECK(contains(result.output(rank), "SG_DIST_DEBUG: the ranks disagree on collective #0: rank 0 called "
-                                        "all_reduce(SUM) #0 on f32[10] (40 bytes) but rank 1 called all_reduce(SUM) "
-                                        "#0 on f32[11] (44 bytes)"));
+    CHECK(contains(result.output(rank),
+                   "SG_DIST_DEBUG: the ranks disagree on collective #0: rank 0 called "
+                   "all_reduce(SUM) #0 on f32[10] (40 bytes) but rank 1 called all_reduce(SUM) "
+                   "#0 on f32[11] (44 bytes)"));
   }
 }
 

@@ -121,18 +121,24 @@ void check_binary(BinaryOp op, const Tensor& a, const Tensor& b, double alpha, L
   test::check_matches_cpu(out_gpu, out_cpu);
 }
 
-const BinaryOp kArithmeticOps[] = {BinaryOp::add, BinaryOp::sub, BinaryOp::mul, BinaryOp::div,
-                                   BinaryOp::pow, BinaryOp::maximum, BinaryOp::minimum,
-                                   BinaryOp::relu_backward, BinaryOp::gelu_erf_backward,
+const BinaryOp kArithmeticOps[] = {BinaryOp::add,
+                                   BinaryOp::sub,
+                                   BinaryOp::mul,
+                                   BinaryOp::div,
+                                   BinaryOp::pow,
+                                   BinaryOp::maximum,
+                                   BinaryOp::minimum,
+                                   BinaryOp::relu_backward,
+                                   BinaryOp::gelu_erf_backward,
                                    BinaryOp::gelu_tanh_backward};
 const BinaryOp kComparisons[] = {BinaryOp::eq, BinaryOp::ne, BinaryOp::lt, BinaryOp::le, BinaryOp::gt, BinaryOp::ge};
 
 }  // namespace
 
 TEST_CASE("every unary op matches the CPU in every floating dtype, for strided inputs and outputs") {
-  const UnaryOp ops[] = {UnaryOp::neg,  UnaryOp::exp,     UnaryOp::log,  UnaryOp::sqrt,     UnaryOp::rsqrt,
-                         UnaryOp::abs,  UnaryOp::sign,    UnaryOp::tanh, UnaryOp::sigmoid,  UnaryOp::relu,
-                         UnaryOp::gelu_erf, UnaryOp::gelu_tanh};
+  const UnaryOp ops[] = {UnaryOp::neg,     UnaryOp::exp,  UnaryOp::log,      UnaryOp::sqrt,
+                         UnaryOp::rsqrt,   UnaryOp::abs,  UnaryOp::sign,     UnaryOp::tanh,
+                         UnaryOp::sigmoid, UnaryOp::relu, UnaryOp::gelu_erf, UnaryOp::gelu_tanh};
   for (DType dtype : kFloatingDtypes) {
     for (UnaryOp op : ops) {
       // log, sqrt and rsqrt on positive inputs; the others across zero, past where sigmoid's two
@@ -154,7 +160,8 @@ TEST_CASE("unary ops that are exact on integers match the CPU bit for bit") {
   // exp, log, ... of an integer go through double and truncate, where one unit of the last place
   // of the GPU's libm can change the integer: those are not compared.
   for (DType dtype : {DType::i64, DType::i32, DType::u8}) {
-    const Tensor x = dtype == DType::u8 ? small_integers({9, 11}, dtype, 0, 256) : small_integers({9, 11}, dtype, -50, 50);
+    const Tensor x =
+        dtype == DType::u8 ? small_integers({9, 11}, dtype, 0, 256) : small_integers({9, 11}, dtype, -50, 50);
     for (UnaryOp op : {UnaryOp::neg, UnaryOp::abs, UnaryOp::sign, UnaryOp::relu}) {
       CAPTURE(dtype);
       INFO(unary_name(op));
@@ -168,7 +175,7 @@ TEST_CASE("every arithmetic binary op matches the CPU in every floating dtype, w
     // a > 0 so that pow stays real; b crosses zero for the backward ops and divides without 0.
     const Tensor a = uniform({5, 3, 7}, dtype, 0.25, 3.0);
     const Tensor b = uniform({5, 3, 7}, dtype, -2.0, 2.0);
-    const Tensor b_row = uniform({7}, dtype, 0.5, 2.0);     // broadcast along the outer dims
+    const Tensor b_row = uniform({7}, dtype, 0.5, 2.0);            // broadcast along the outer dims
     const Tensor a_column = uniform({5, 1, 1}, dtype, 0.25, 3.0);  // a broadcast first operand
     for (BinaryOp op : kArithmeticOps) {
       CAPTURE(dtype);
@@ -204,8 +211,8 @@ TEST_CASE("integer arithmetic matches the CPU exactly") {
   for (DType dtype : {DType::i64, DType::i32, DType::u8}) {
     const Tensor a = small_integers({5, 7}, dtype, 0, 100);
     const Tensor b = small_integers({7}, dtype, 0, 100);
-    for (BinaryOp op : {BinaryOp::add, BinaryOp::sub, BinaryOp::mul, BinaryOp::maximum, BinaryOp::minimum,
-                        BinaryOp::relu_backward}) {
+    for (BinaryOp op :
+         {BinaryOp::add, BinaryOp::sub, BinaryOp::mul, BinaryOp::maximum, BinaryOp::minimum, BinaryOp::relu_backward}) {
       CAPTURE(dtype);
       INFO(binary_name(op));
       check_binary(op, a, b, 2.0, Layout::transposed, Layout::contiguous, Layout::strided);

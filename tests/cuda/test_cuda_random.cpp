@@ -40,9 +40,8 @@ TEST_CASE("uniform_ on the GPU is bit-identical to the CPU for every dtype, cont
     for (bool strided : {false, true}) {
       CAPTURE(dtype);
       CAPTURE(strided);
-      const auto [on_gpu, cpu] = fill_both(dtype, strided, [](const Tensor& t, Generator& g) {
-        kernels::uniform_(t, -2.5, 3.0, g);
-      });
+      const auto [on_gpu, cpu] =
+          fill_both(dtype, strided, [](const Tensor& t, Generator& g) { kernels::uniform_(t, -2.5, 3.0, g); });
       CHECK(test::values(on_gpu.to(Device::cpu())) == test::values(cpu));
     }
   }
@@ -54,9 +53,8 @@ TEST_CASE("randint_ on the GPU is bit-identical to the CPU, including ranges pas
       if (dtype != DType::i64 && high > 7) continue;  // only i64 holds the wide range exactly
       CAPTURE(dtype);
       CAPTURE(high);
-      const auto [on_gpu, cpu] = fill_both(dtype, false, [high](const Tensor& t, Generator& g) {
-        kernels::randint_(t, -3, high, g);
-      });
+      const auto [on_gpu, cpu] =
+          fill_both(dtype, false, [high](const Tensor& t, Generator& g) { kernels::randint_(t, -3, high, g); });
       CHECK(test::values(on_gpu.to(Device::cpu())) == test::values(cpu));
     }
   }
@@ -67,9 +65,8 @@ TEST_CASE("bernoulli_ on the GPU is bit-identical to the CPU, so dropout masks m
     for (bool strided : {false, true}) {
       CAPTURE(dtype);
       CAPTURE(strided);
-      const auto [on_gpu, cpu] = fill_both(dtype, strided, [](const Tensor& t, Generator& g) {
-        kernels::bernoulli_(t, 0.3, g);
-      });
+      const auto [on_gpu, cpu] =
+          fill_both(dtype, strided, [](const Tensor& t, Generator& g) { kernels::bernoulli_(t, 0.3, g); });
       CHECK(test::values(on_gpu.to(Device::cpu())) == test::values(cpu));
     }
   }
@@ -80,9 +77,8 @@ TEST_CASE("normal_ on the GPU matches the CPU to a few ulps (the math libraries 
     for (bool strided : {false, true}) {
       CAPTURE(dtype);
       CAPTURE(strided);
-      const auto [on_gpu, cpu] = fill_both(dtype, strided, [](const Tensor& t, Generator& g) {
-        kernels::normal_(t, 0.5, 2.0, g);
-      });
+      const auto [on_gpu, cpu] =
+          fill_both(dtype, strided, [](const Tensor& t, Generator& g) { kernels::normal_(t, 0.5, 2.0, g); });
       // f64: CUDA's log/cos/sin are within 2 ulps; narrower dtypes round that away but for values at
       // a rounding boundary, which may land one unit of the dtype's last place apart.
       const double tolerance = dtype == DType::f64 ? 1e-14 : test::tolerance_for(dtype);

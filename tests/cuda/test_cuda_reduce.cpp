@@ -23,9 +23,9 @@ struct Case {
 };
 // Short rows (one thread per output) and long rows (a block per output, contiguous or strided),
 // one dim, several, non-adjacent, every dim.
-const Case kCases[] = {{{7, 5}, {1}},        {{7, 5}, {0}},      {{3, 4, 5, 6}, {0, 2}}, {{3, 4, 5, 6}, {1, 3}},
-                       {{2, 3, 700}, {2}},   {{600, 5}, {0}},    {{5, 1, 7}, {0, 1}},    {{33, 17, 9}, {}},
-                       {{4, 300, 3}, {1}},   {{9, 11, 13}, {0, 2}}};
+const Case kCases[] = {{{7, 5}, {1}},      {{7, 5}, {0}},        {{3, 4, 5, 6}, {0, 2}}, {{3, 4, 5, 6}, {1, 3}},
+                       {{2, 3, 700}, {2}}, {{600, 5}, {0}},      {{5, 1, 7}, {0, 1}},    {{33, 17, 9}, {}},
+                       {{4, 300, 3}, {1}}, {{9, 11, 13}, {0, 2}}};
 
 const DType kFloating[] = {DType::f32, DType::f64, DType::f16, DType::bf16};
 
@@ -82,8 +82,8 @@ TEST_CASE("reductions read transposed and sliced GPU tensors in place, as the CP
 TEST_CASE("integer and bool sums accumulate in i64 exactly") {
   for (DType dtype : {DType::i64, DType::i32, DType::u8, DType::boolean}) {
     CAPTURE(dtype);
-    const Tensor x = randint(0, dtype == DType::boolean ? 2 : 200, {5, 700, 3}, {DType::i64, Device::cpu()}, &test::rng())
-                         .to(dtype);
+    const Tensor x =
+        randint(0, dtype == DType::boolean ? 2 : 200, {5, 700, 3}, {DType::i64, Device::cpu()}, &test::rng()).to(dtype);
     const Tensor xg = x.to(gpu());
     for (const Shape& dims : {Shape{1}, Shape{0, 2}, Shape{}}) {
       CAPTURE(shape_str(dims));
@@ -157,9 +157,9 @@ TEST_CASE("NaN propagates through max, min and logsumexp, and infinite rows give
 
 TEST_CASE("reductions over an empty dim give the CPU's values, and reductions with no outputs launch nothing") {
   const Tensor x = zeros({3, 0}), xg = x.to(gpu());
-  test::check_matches_cpu(xg.sum({1}), x.sum({1}));    // 0
+  test::check_matches_cpu(xg.sum({1}), x.sum({1}));              // 0
   test::check_matches_cpu(xg.norm(2.0, {1}), x.norm(2.0, {1}));  // 0
-  test::check_matches_cpu(xg.var({1}), x.var({1}));    // NaN
+  test::check_matches_cpu(xg.var({1}), x.var({1}));              // NaN
   CHECK(test::values(xg.logsumexp({1}).to(Device::cpu())) == std::vector<double>(3, -kInf));
   CHECK(xg.sum({0}).sizes() == Shape{0});
   CHECK(xg.t().logsumexp({1}).sizes() == Shape{0});

@@ -8,7 +8,8 @@ using namespace sg;
 using test::gpu;
 
 TEST_CASE("a tensor copied to the GPU and back is unchanged, for every dtype and for strided views") {
-  for (DType dtype : {DType::f32, DType::f64, DType::f16, DType::bf16, DType::i64, DType::i32, DType::u8, DType::boolean}) {
+  for (DType dtype :
+       {DType::f32, DType::f64, DType::f16, DType::bf16, DType::i64, DType::i32, DType::u8, DType::boolean}) {
     CAPTURE(dtype);
     const Tensor cpu = (randn({7, 5}, {}, &test::rng()) * 4.0).to(dtype);
     const Tensor there = cpu.to(gpu());

@@ -11,7 +11,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   static FuzzInputFile file(".yaml");
   try {
     (void)sg::apps::gpt::load_config(file.write(data, size), {});
-  } catch (const sg::Error&) {
-  }
+  } catch (const sg::Error&) {}
   return 0;
 }

@@ -13,7 +13,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const int64_t ndim = 1 + data[0] % 4;
   try {
     (void)sg::data::read_idx(file.write(data + 1, size - 1), ndim);
-  } catch (const sg::Error&) {
-  }
+  } catch (const sg::Error&) {}
   return 0;
 }

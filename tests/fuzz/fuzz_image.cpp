@@ -14,7 +14,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   try {
     const sg::Tensor image = sg::data::decode_image(std::span<const uint8_t>(data, size), "fuzz input", 1 << 18);
     if (image.dim() != 3 || image.size(2) != 3 || image.dtype() != sg::DType::u8) std::abort();
-  } catch (const sg::Error&) {
-  }
+  } catch (const sg::Error&) {}
   return 0;
 }

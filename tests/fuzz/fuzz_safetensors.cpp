@@ -12,7 +12,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   try {
     const sg::SafetensorsFile loaded = sg::load_safetensors(file.write(data, size));
     for (const auto& [name, tensor] : loaded.tensors) (void)tensor.numel();
-  } catch (const sg::Error&) {
-  }
+  } catch (const sg::Error&) {}
   return 0;
 }

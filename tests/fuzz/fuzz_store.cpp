@@ -11,10 +11,10 @@
 
 #include <cerrno>
 #include <chrono>
-#include <cstdio>
-#include <cstring>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <memory>
 #include <thread>
 #include <vector>
@@ -98,8 +98,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   (void)send_all(fd, message.data(), message.size(), deadline);
   ::shutdown(fd, SHUT_WR);  // no more requests: the server must answer what it can and hang up
   char reply[4096];
-  while (recv_all(fd, reply, 1, deadline) == IoResult::ok) {
-  }
+  while (recv_all(fd, reply, 1, deadline) == IoResult::ok) {}
   ::close(fd);
   return 0;
 }
