@@ -53,4 +53,16 @@ std::pair<Tensor, Tensor> topk(const Tensor& x, int64_t k, int64_t dim, bool lar
   return {gather(x, dim, indices), indices};
 }
 
+// ---- Tensor methods (Note [Where Tensor methods are defined]) ----
+
+std::pair<Tensor, Tensor> Tensor::sort(int64_t dim, bool descending, bool stable) const {
+  return sg::sort(*this, dim, descending, stable);
+}
+Tensor Tensor::argsort(int64_t dim, bool descending, bool stable) const {
+  return sg::argsort(*this, dim, descending, stable);
+}
+std::pair<Tensor, Tensor> Tensor::topk(int64_t k, int64_t dim, bool largest, bool sorted) const {
+  return sg::topk(*this, k, dim, largest, sorted);
+}
+
 }  // namespace sg

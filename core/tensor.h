@@ -170,6 +170,11 @@ public:
   Tensor tril(int64_t diagonal = 0) const;
   Tensor triu(int64_t diagonal = 0) const;
 
+  // ---- sorting (autograd/ops_sort.cpp); (values, indices) as torch.sort / topk ----
+  std::pair<Tensor, Tensor> sort(int64_t dim = -1, bool descending = false, bool stable = false) const;
+  Tensor argsort(int64_t dim = -1, bool descending = false, bool stable = false) const;
+  std::pair<Tensor, Tensor> topk(int64_t k, int64_t dim = -1, bool largest = true, bool sorted = true) const;
+
   // ---- linear algebra (autograd/ops_linalg.cpp) ----
   Tensor matmul(const Tensor& other) const;
 

@@ -1,6 +1,6 @@
 // nn::MultiheadAttention, following torch.nn.functional.multi_head_attention_forward step by step:
-// project, append bias_k / bias_v, turn the masks into one additive float mask, split the heads
-// (views, no copies), attend, merge the heads, project out.
+// project, turn the masks into one additive float mask, append bias_k / bias_v and the zero key,
+// split the heads (views, no copies), attend, merge the heads, project out.
 #include "nn/multihead_attention.h"
 
 #include <cmath>
@@ -30,7 +30,8 @@ Tensor additive_mask(const Tensor& mask, DType dtype) {
   return mask.to(dtype);
 }
 
-// The mask with a zero column appended to its last dim: the key bias_k adds is never masked.
+// The mask with a zero column appended to its last dim: a key appended by the module (bias_k, the
+// zero key) is never masked.
 Tensor with_open_column(const Tensor& mask) {
   Shape column = mask.sizes();
   column.back() = 1;
@@ -151,12 +152,21 @@ std::pair<Tensor, Tensor> MultiheadAttention::forward(const Tensor& query, const
              shape_str({N, S}), " (key of shape ", shape_str(key.sizes()), ")");
     padding = additive_mask(m, q.dtype()).reshape({N, 1, 1, S});
   }
-  if (bias_k.defined()) {  // one more key and value, which no mask hides
-    k = cat({k, bias_k.expand({1, N, E})}, 0);
-    v = cat({v, bias_v.expand({1, N, E})}, 0);
+  // One more key and value at the end of every sequence, which no mask hides.
+  auto append_open_key = [&](const Tensor& key_row, const Tensor& value_row) {
+    k = cat({k, key_row}, 0);
+    v = cat({v, value_row}, 0);
     S += 1;
     if (mask.defined()) mask = with_open_column(mask);
     if (padding.defined()) padding = with_open_column(padding);
+  };
+  if (bias_k.defined()) append_open_key(bias_k.expand({1, N, E}), bias_v.expand({1, N, E}));
+  // PyTorch appends the zero key per (batch entry, head) after splitting the heads; a zero row of
+  // all E features here splits into exactly those rows. With it, a query whose keys are all masked
+  // still has one to attend to: its weights are defined (not NaN).
+  if (this->options.add_zero_attn) {
+    const Tensor zero_row = zeros({1, N, E}, {k.dtype(), k.device()});
+    append_open_key(zero_row, zero_row);
   }
   if (padding.defined()) mask = mask.defined() ? mask + padding : padding;
 

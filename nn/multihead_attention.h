@@ -13,11 +13,12 @@
 
 namespace sg::nn {
 
-// Defaults are PyTorch's (add_zero_attn is not supported).
+// Defaults are PyTorch's.
 struct MultiheadAttentionOptions {
   double dropout = 0.0;           // on the attention probabilities, in training
   bool bias = true;               // in_proj_bias and out_proj.bias
   bool add_bias_kv = false;       // bias_k, bias_v: one learned key and value appended to every sequence
+  bool add_zero_attn = false;     // one zero key and value appended to every sequence (after bias_k, bias_v)
   std::optional<int64_t> kdim{};  // the key's features (default embed_dim)
   std::optional<int64_t> vdim{};  // the value's features (default embed_dim)
   bool batch_first = false;       // inputs and output [N, L, E] rather than [L, N, E]
@@ -42,7 +43,8 @@ struct MultiheadAttentionForwardOptions {
 // forward(query [L, N, E], key [S, N, kdim], value [S, N, vdim]) -> (output [L, N, E], weights or
 // undefined); unbatched [L, E] inputs give an unbatched output. Without weights, the heads go
 // through the fused scaled_dot_product_attention; with them, through softmax(q k^T / sqrt(D) + mask)
-// composed of ops, which computes them. A row whose keys are all masked gives what PyTorch gives:
+// composed of ops, which computes them. The weights have a column for every key, those the module
+// appends (bias_k, then the zero key) last. A row whose keys are all masked gives what PyTorch gives:
 // NaN on the composed path (softmax of all -inf), 0 on the fused one.
 class MultiheadAttention : public Module {
 public:

@@ -1,8 +1,8 @@
 // nn::MultiheadAttention against torch.nn.MultiheadAttention: outputs and attention weights for
 // fixed parameters and inputs (closed-form values loaded through a PyTorch-named state_dict), with
 // padding and attention masks, per-head weights, the fused causal self-attention path, separate
-// kdim / vdim projections with bias_k / bias_v and batch_first, fully padded rows; the layout and
-// initialisation of the parameters; errors.
+// kdim / vdim projections with bias_k / bias_v and batch_first, fully padded rows, the zero key of
+// add_zero_attn; the layout and initialisation of the parameters; errors.
 #include <cmath>
 #include <limits>
 #include <memory>
@@ -244,6 +244,163 @@ const std::vector<double> kSeparateWeights = {0.17172994951413828,
                                               0.40181051755021674,
                                               0.0,
                                               0.19427709092202639};
+const std::vector<double> kZeroAttnOutput = {
+    0.7164408138120707,    -0.25734573488582807, -1.1099361565519053,  -1.4541067989969236,  -1.1356469266860882,
+    -0.30244896343374905,  0.6642018542973265,   1.324202503598504,    -0.16022386360030538, -0.534343004882051,
+    -0.6629307412386518,   -0.4837452337481761,  -0.07749370234988953, 0.36852454137901713,  0.6468169413955542,
+    0.6262627082907668,    0.3261610815606665,   -0.42694712729553835, -0.9827305301020979,  -1.0871927197292306,
+    -0.6937204726858397,   0.01612311436580191,  0.7164226670719656,   1.086631786871119,    -0.020203941119494015,
+    -0.4065492745104498,   -0.6047257501919575,  -0.5212553540901559,  -0.1938818322686894,  0.22550133726371874,
+    0.5413572374202901,    0.6057040164840518,   -0.8428211262222788,  -0.9639572943262842,  -0.6467218462434252,
+    -0.028988812530636232, 0.6116845293144009,   0.9827743615431888,   0.9104211125320392,   0.4208976892594657,
+    -1.3137322731652021,   -1.5462808505296084,  -1.0790712601885892,  -0.11729616242685803, 0.9070576084572153,
+    1.5292442746667592,    1.462694869891427,    0.7310771397450759};
+const std::vector<double> kZeroAttnWeights = {0.5446400938412127,
+                                              0.13794360508888837,
+                                              0.17626967612993405,
+                                              0.0,
+                                              0.1411466249399649,
+                                              0.325515931844902,
+                                              0.21198332226753902,
+                                              0.10655879679562251,
+                                              0.10429446693858284,
+                                              0.2516474821533537,
+                                              0.04922253432285564,
+                                              0.22303879241084656,
+                                              0.41464728208463664,
+                                              0.1555139208980337,
+                                              0.15757747028362754,
+                                              0.3543656792562641,
+                                              0.18409222107010587,
+                                              0.2718235195382359,
+                                              0.0,
+                                              0.18971858013539405,
+                                              0.2668289199614129,
+                                              0.27002732219880876,
+                                              0.1138453822389291,
+                                              0.06672864472732085,
+                                              0.28256973087352844,
+                                              0.048086822763773227,
+                                              0.244437166658954,
+                                              0.44057216214238437,
+                                              0.1451385606665558,
+                                              0.12176528776833243};
+const std::vector<double> kZeroAttnAllPaddedOutput = {
+    -0.4786132794622055,  -1.4282773537934028, -1.731151282664593,   -1.246761690144234,   -0.19281221756911965,
+    0.9526667866460756,   1.6682170438657755,  1.6264465985892596,   0.0705600040299336,   -0.2649180704542467,
+    -0.475801036944758,   -0.4629073411638662, -0.23230108970687868, 0.10755999404390776,  0.39683393192457633,
+    0.499470670919886,    0.13863806301796355, -0.5187213281282579,  -0.9375613889462033,  -0.9253552296122616,
+    -0.48785834344481216, 0.1736049104824489,  0.7548355529400963,   0.9887334379033343,   0.0705600040299336,
+    -0.2649180704542467,  -0.475801036944758,  -0.4629073411638662,  -0.23230108970687868, 0.10755999404390776,
+    0.39683393192457633,  0.499470670919886,   -0.5924352118960848,  -0.78777032729648,    -0.6238185608365662,
+    -0.16964976622575723, 0.3705975716582497,  0.7494776790143971,   0.7896341771102531,   0.46683792042233974,
+    0.0705600040299336,   -0.2649180704542467, -0.475801036944758,   -0.4629073411638662,  -0.23230108970687868,
+    0.10755999404390776,  0.39683393192457633, 0.499470670919886};
+const std::vector<double> kZeroAttnSelfCausalOutput = {
+    1.8320696710906021,   0.2048661975256954,   -1.5086134069931096,  -2.5347196753694146,  -2.4131426258315214,
+    -1.2034002354628444,  0.5442034238704173,   2.039020399399802,    1.5881830299859905,   0.76337817330225,
+    -0.3984011035852202,  -1.3711460902951134,  -1.7184989898004692,  -1.289490016877192,   -0.2839768060673831,
+    0.8404935256210913,   1.2095946197420355,   0.32858522167618637,  -0.6942338483371308,  -1.3952287038202777,
+    -1.460021551679492,   -0.8644748406092793,  0.11680029293646393,  1.0371364351045946,   0.13475702053948369,
+    0.039439089218054,    -0.06789999761004367, -0.13455624500242347, -0.13088631633308784, -0.06348342650641109,
+    0.030108277105773296, 0.1016742821666225,   -0.6894637011108411,  -0.6879135756425803,  -0.3718990929785369,
+    0.1212537689266373,   0.5699078154046286,   0.7677305924365072,   0.6186366070310545,   0.1833452456770473,
+    -1.4793169971513631,  -1.4883348867787318,  -0.8236047116372853,  0.22102015013661247,  1.1763642362411837,
+    1.6086580248351006,   1.3165694319376653,   0.42500358225812673};
+const std::vector<double> kZeroAttnSelfCausalMaskedOutput = {
+    1.3635816131935468,   0.07843514774926813,  -1.23623656547771,    -1.9857962568415115,  -1.8340669206960354,
+    -0.8541009380360571,  0.506936951678569,    1.6319158934841194,   0.9595462358796392,   0.3374542767442889,
+    -0.4304283915038367,  -0.9949007371189573,  -1.1028655861389232,  -0.7108068469513042,  -0.0019963676035958944,
+    0.69919916865495,     0.8844195802530189,   0.15914968835351073,  -0.6318756453526213,  -1.129067381537599,
+    -1.1095284751807708,  -0.5869752213189758,  0.19674568848002946,  0.8836426576694818,   0.11564228747590533,
+    -0.05141986409076835, -0.18971947243342252, -0.23265534771570318, -0.16123147506349286, -0.012453663171690527,
+    0.13960732229790374,  0.22049196519283798,  -0.5106468363613302,  -0.588397357338895,   -0.39635319117861684,
+    -0.01619397768448977, 0.38116234890528244,  0.6124092519668498,   0.5664582097849222,   0.25773101714779734,
+    -1.1970037888667548,  -1.2654604714571194,  -0.7602103364891644,  0.09647876332372163,  0.9197897609442136,
+    1.3352185949739896,   1.1490033239554873,   0.43852590062775454};
+const std::vector<double> kBiasZeroAttnOutput = {
+    -1.8482489384781913,  -1.903333038479147,   -1.098165999971824,   0.19868304375725276,   1.3985323398257419,
+    1.9599168112553051,   1.6329941379871922,   0.570682052588792,    -1.146803921945131,    -1.869713408994609,
+    -1.7474625415521559,  -0.8420810710961174,  0.4334666112896803,   1.5037368269642644,    1.890464605972311,
+    1.426232656266479,    -1.4286633412176204,  -1.9501297168726812,  -1.590339411211681,    -0.5179460859844643,
+    0.7791195499172574,   1.7157550918653042,   1.873679931101121,    1.1881791491414724,    -1.2568172777076851,
+    -1.9705069614047304,  -1.793793265835851,   -0.8131525764481965,  0.5246692423045631,    1.6162756296073513,
+    1.9738244856341824,   1.4429960102283284,   0.11476553688448182,  -0.7468333874078545,   -1.2672971395746913,
+    -1.2201612890531122,  -0.6331510234621103,  0.22735255905966412,  0.9772420686159148,    1.286088445250737,
+    -0.16630277889793593, -0.20145599180401957, -0.14027662591003265, -0.017381375098141194, 0.10549858411517138,
+    0.1703155087285453,   0.1501204809432547,   0.06015093402558025};
+const std::vector<double> kBiasZeroAttnHeadWeights = {0.6798395732094797,
+                                                      0.0,
+                                                      0.02398237246543975,
+                                                      0.11362250873187314,
+                                                      0.06021402083733655,
+                                                      0.12234152475587087,
+                                                      0.5094630028758137,
+                                                      0.27562453676607745,
+                                                      0.0,
+                                                      0.05612980948177896,
+                                                      0.0738795391902435,
+                                                      0.08490311168608629,
+                                                      0.0,
+                                                      0.37976222107181307,
+                                                      0.2714654565341282,
+                                                      0.07904186981082294,
+                                                      0.16378787441173714,
+                                                      0.10594257817149859,
+                                                      0.6391706395654134,
+                                                      0.0,
+                                                      0.025898475649228314,
+                                                      0.13929424218406739,
+                                                      0.06410949545969519,
+                                                      0.13152714714159555,
+                                                      0.46286881396421126,
+                                                      0.292887475770865,
+                                                      0.0,
+                                                      0.06401373405844793,
+                                                      0.08764328455349989,
+                                                      0.09258669165297607,
+                                                      0.0,
+                                                      0.39037743795104085,
+                                                      0.2753862161071227,
+                                                      0.07037494524323572,
+                                                      0.1640544984998797,
+                                                      0.09980690219872088,
+                                                      0.6955945196136926,
+                                                      0.0,
+                                                      0.05336251644306214,
+                                                      0.0,
+                                                      0.09434658328698556,
+                                                      0.1566963806562598,
+                                                      0.6620874103932433,
+                                                      0.0,
+                                                      0.0,
+                                                      0.0,
+                                                      0.18834849547866836,
+                                                      0.1495640941280885,
+                                                      0.0,
+                                                      0.0,
+                                                      0.3923757990470544,
+                                                      0.0,
+                                                      0.361463658711483,
+                                                      0.2461605422414626,
+                                                      0.6457175504577974,
+                                                      0.0,
+                                                      0.06818418909584921,
+                                                      0.0,
+                                                      0.11054866680462576,
+                                                      0.17554959364172754,
+                                                      0.6409295563212429,
+                                                      0.0,
+                                                      0.0,
+                                                      0.0,
+                                                      0.20812396669363856,
+                                                      0.15094647698511862,
+                                                      0.0,
+                                                      0.0,
+                                                      0.3810992398309748,
+                                                      0.0,
+                                                      0.3695608031419411,
+                                                      0.24933995702708406};
 // END generated
 
 // 0.5 sin(0.7 i + salt) for element i in row-major order: mha_reference.py's formula.
@@ -276,8 +433,21 @@ void check_matches(const Tensor& t, const std::vector<double>& expected, double 
   }
 }
 
-Tensor padding() {  // [N, S]: batch entry 1 ignores keys 1 and 3
-  return tensor(std::vector<double>{0, 0, 0, 0, 0, 1, 0, 1}, {2, 4}).ne(zeros({2, 4}, {DType::f64}));
+// A bool tensor of `shape`, true where `flags` is 1.
+Tensor bool_mask(const std::vector<double>& flags, const Shape& shape) {
+  return tensor(flags, shape).ne(zeros(shape, {DType::f64}));
+}
+
+Tensor padding() { return bool_mask({0, 0, 0, 0, 0, 1, 0, 1}, {2, 4}); }     // [N, S]: entry 1 ignores keys 1, 3
+Tensor all_padded() { return bool_mask({0, 0, 0, 0, 1, 1, 1, 1}, {2, 4}); }  // [N, S]: entry 1 ignores every key
+Tensor banned() { return bool_mask({0, 1, 0, 0, 0, 0, 1, 0, 1, 0, 0, 0}, {3, 4}); }  // [L, S]: one key per query
+Tensor causal() { return ones({3, 3}).triu(1).ne(zeros({3, 3})); }                   // [L, L]: true above the diagonal
+
+// [L, S] float mask, query 0 kept from key 3 by -inf.
+Tensor float_mask() {
+  Tensor mask = formula({3, 4}, 0.4);
+  mask.select(0, 0).select(0, 3).fill_(-std::numeric_limits<double>::infinity());
+  return mask;
 }
 
 const Tensor kQuery = formula({3, 2, 8}, 0.1), kKey = formula({4, 2, 8}, 0.2), kValue = formula({4, 2, 8}, 0.3);
@@ -316,15 +486,11 @@ TEST_CASE("MultiheadAttention matches PyTorch: cross-attention, padding and atte
   std::tie(out, weights) = mha->forward(kQuery, kKey, kValue, {.key_padding_mask = padding()});
   check_matches(out, kPaddingOutput);
   check_matches(weights, kPaddingWeights);
-  Tensor mask = formula({3, 4}, 0.4);
-  mask.select(0, 0).select(0, 3).fill_(-std::numeric_limits<double>::infinity());
-  std::tie(out, weights) = mha->forward(kQuery, kKey, kValue, {.attn_mask = mask});
+  std::tie(out, weights) = mha->forward(kQuery, kKey, kValue, {.attn_mask = float_mask()});
   check_matches(out, kFloatMaskOutput);
   check_matches(weights, kFloatMaskWeights);
-  const Tensor banned =
-      tensor(std::vector<double>{0, 1, 0, 0, 0, 0, 1, 0, 1, 0, 0, 0}, {3, 4}).ne(zeros({3, 4}, {DType::f64}));
   std::tie(out, weights) = mha->forward(
-      kQuery, kKey, kValue, {.key_padding_mask = padding(), .attn_mask = banned, .average_attn_weights = false});
+      kQuery, kKey, kValue, {.key_padding_mask = padding(), .attn_mask = banned(), .average_attn_weights = false});
   check_matches(out, kBothMasksOutput);
   check_matches(weights, kBothMasksHeadWeights);
 }
@@ -334,16 +500,14 @@ TEST_CASE("MultiheadAttention without weights runs the fused attention and match
   auto [out, weights] = mha->forward(kQuery, kKey, kValue, {.key_padding_mask = padding(), .need_weights = false});
   CHECK(!weights.defined());
   check_matches(out, kPaddingOutput);
-  Tensor mask = formula({3, 4}, 0.4);
-  mask.select(0, 0).select(0, 3).fill_(-std::numeric_limits<double>::infinity());
-  check_matches(mha->forward(kQuery, kKey, kValue, {.need_weights = false, .attn_mask = mask}).first, kFloatMaskOutput);
+  check_matches(mha->forward(kQuery, kKey, kValue, {.need_weights = false, .attn_mask = float_mask()}).first,
+                kFloatMaskOutput);
   // Self-attention with the causal hint: one packed projection, the causal kernel instead of the mask.
-  const Tensor causal = ones({3, 3}).triu(1).ne(zeros({3, 3}));
   check_matches(
-      mha->forward(kQuery, kQuery, kQuery, {.need_weights = false, .attn_mask = causal, .is_causal = true}).first,
+      mha->forward(kQuery, kQuery, kQuery, {.need_weights = false, .attn_mask = causal(), .is_causal = true}).first,
       kSelfCausalOutput);
   // The same through the composed path (the hint ignored, the mask used).
-  check_matches(mha->forward(kQuery, kQuery, kQuery, {.attn_mask = causal, .is_causal = true}).first,
+  check_matches(mha->forward(kQuery, kQuery, kQuery, {.attn_mask = causal(), .is_causal = true}).first,
                 kSelfCausalOutput);
 }
 
@@ -351,9 +515,8 @@ TEST_CASE("MultiheadAttention with every key of a batch entry padded gives what 
   // PyTorch: NaN on the weights path (softmax of all -inf), zero attention (the output is
   // out_proj's bias) on the fused path.
   const auto mha = reference_module();
-  const Tensor all_padded = tensor(std::vector<double>{0, 0, 0, 0, 1, 1, 1, 1}, {2, 4}).ne(zeros({2, 4}, {DType::f64}));
-  check_matches(mha->forward(kQuery, kKey, kValue, {.key_padding_mask = all_padded}).first, kAllPaddedOutput);
-  check_matches(mha->forward(kQuery, kKey, kValue, {.key_padding_mask = all_padded, .need_weights = false}).first,
+  check_matches(mha->forward(kQuery, kKey, kValue, {.key_padding_mask = all_padded()}).first, kAllPaddedOutput);
+  check_matches(mha->forward(kQuery, kKey, kValue, {.key_padding_mask = all_padded(), .need_weights = false}).first,
                 kAllPaddedFusedOutput);
 }
 
@@ -366,6 +529,48 @@ TEST_CASE("MultiheadAttention with kdim, vdim, bias_k, bias_v and batch_first ma
   check_matches(weights, kSeparateWeights);
   check_matches(mha->forward(query, key, value, {.key_padding_mask = padding(), .need_weights = false}).first,
                 kSeparateOutput);
+}
+
+TEST_CASE("MultiheadAttention with add_zero_attn matches PyTorch on both paths") {
+  const auto mha = reference_module({.add_zero_attn = true});
+  auto [out, weights] = mha->forward(kQuery, kKey, kValue, {.attn_mask = float_mask()});
+  CHECK(weights.sizes() == Shape{2, 3, 5});  // the zero key is the last column
+  check_matches(out, kZeroAttnOutput);
+  check_matches(weights, kZeroAttnWeights);
+  check_matches(mha->forward(kQuery, kKey, kValue, {.need_weights = false, .attn_mask = float_mask()}).first,
+                kZeroAttnOutput);
+  // Every key of batch entry 1 padded: the zero key is not, so both paths give PyTorch's finite rows.
+  for (const bool need_weights : {true, false}) {
+    CAPTURE(need_weights);
+    check_matches(
+        mha->forward(kQuery, kKey, kValue, {.key_padding_mask = all_padded(), .need_weights = need_weights}).first,
+        kZeroAttnAllPaddedOutput);
+  }
+  // The causal hint: the causal kernel is top-left aligned (as PyTorch's), so the zero key (column L)
+  // lies past every query's diagonal and goes unseen; the composed path pads the mask with an open
+  // column and every query sees it. Both as PyTorch.
+  check_matches(
+      mha->forward(kQuery, kQuery, kQuery, {.need_weights = false, .attn_mask = causal(), .is_causal = true}).first,
+      kZeroAttnSelfCausalOutput);
+  check_matches(mha->forward(kQuery, kQuery, kQuery, {.attn_mask = causal(), .is_causal = true}).first,
+                kZeroAttnSelfCausalMaskedOutput);
+}
+
+TEST_CASE("MultiheadAttention with add_bias_kv, add_zero_attn, both masks and per-head weights matches PyTorch") {
+  const auto mha = reference_module({.add_bias_kv = true, .add_zero_attn = true});
+  nn::MultiheadAttentionForwardOptions options{
+      .key_padding_mask = padding(), .attn_mask = banned(), .average_attn_weights = false};
+  const auto [out, weights] = mha->forward(kQuery, kKey, kValue, options);
+  CHECK(weights.sizes() == Shape{2, 2, 3, 6});  // keys, then bias_k, then the zero key
+  check_matches(out, kBiasZeroAttnOutput);
+  check_matches(weights, kBiasZeroAttnHeadWeights);
+  options.need_weights = false;
+  const Tensor fused = mha->forward(kQuery, kKey, kValue, options).first;
+  check_matches(fused, kBiasZeroAttnOutput);
+  // bias_k and bias_v train through the fused path with the zero key after them.
+  fused.sum().backward();
+  CHECK(test::values(mha->bias_k.grad().abs().sum())[0] > 0.0);
+  CHECK(test::values(mha->bias_v.grad().abs().sum())[0] > 0.0);
 }
 
 TEST_CASE("MultiheadAttention takes unbatched inputs and trains through both paths") {

@@ -1,5 +1,6 @@
 // sort, argsort and topk: hand-computed results, a brute-force stable sort on strided inputs with
-// ties and NaN, gradients against finite differences, thread-count independence and errors.
+// ties and NaN, gradients against finite differences, thread-count independence and errors; the
+// Tensor methods x.sort / x.argsort / x.topk against the free functions.
 #include <algorithm>
 #include <cmath>
 #include <functional>
@@ -81,6 +82,25 @@ void check_same_for_any_thread_count(const std::function<Tensor()>& fn) {
     parallel = fn();
   }
   CHECK(test::values(serial) == test::values(parallel));
+}
+
+// Same dtype, shape and elements (NaN where the other has NaN).
+void check_identical(const Tensor& got, const Tensor& want) {
+  CHECK(got.dtype() == want.dtype());
+  CHECK(got.sizes() == want.sizes());
+  const std::vector<double> got_values = test::values(got), want_values = test::values(want);
+  REQUIRE(got_values.size() == want_values.size());
+  for (size_t i = 0; i < got_values.size(); ++i) {
+    CAPTURE(i);
+    CHECK((got_values[i] == want_values[i] || (std::isnan(got_values[i]) && std::isnan(want_values[i]))));
+  }
+}
+
+// The gradient that reaches x through `values_of(x)` weighted by `weights`, on a fresh leaf.
+Tensor gradient_through(const Tensor& x, const Tensor& weights, const std::function<Tensor(const Tensor&)>& values_of) {
+  const Tensor leaf = x.detach().requires_grad_();
+  (values_of(leaf) * weights).sum().backward();
+  return leaf.grad();
 }
 
 }  // namespace
@@ -236,4 +256,43 @@ TEST_CASE("topk gives the same bits for any thread count") {
   const Tensor x = tied_input({513, 130});
   check_same_for_any_thread_count([&] { return topk(x, 7, 1).second; });
   check_same_for_any_thread_count([&] { return topk(x, 20, 0, false).second; });
+}
+
+// ---- Tensor methods ----
+
+TEST_CASE("x.sort, x.argsort and x.topk give what the free functions give, defaults included") {
+  const Tensor x = tied_input({7, 5, 3});
+  for (int64_t dim : {0, 1, -1}) {
+    for (bool flag : {false, true}) {
+      CAPTURE(dim);
+      CAPTURE(flag);
+      const auto [values, indices] = x.sort(dim, /*descending=*/flag, /*stable=*/true);
+      const auto [want_values, want_indices] = sort(x, dim, flag, true);
+      check_identical(values, want_values);
+      check_identical(indices, want_indices);
+      check_identical(x.argsort(dim, flag), argsort(x, dim, flag));
+      const auto [top_values, top_indices] = x.topk(2, dim, /*largest=*/flag, /*sorted=*/true);
+      const auto [want_top_values, want_top_indices] = topk(x, 2, dim, flag);
+      check_identical(top_values, want_top_values);
+      check_identical(top_indices, want_top_indices);
+    }
+  }
+  // Defaults: dim -1, ascending for sort and argsort, largest for topk.
+  check_identical(x.sort().first, sort(x).first);
+  check_identical(x.argsort(), argsort(x));
+  check_identical(x.topk(3).second, topk(x, 3).second);
+  CHECK_THROWS_WITH_AS(x.topk(4), doctest::Contains("topk: k = 4 is out of range for dim 2"), Error);
+}
+
+TEST_CASE("x.sort and x.topk values carry the free functions' gradients") {
+  CHECK_GRADCHECK([](const TensorList& in) { return in[0].sort(0, /*descending=*/true).first; },
+                  {test::noncontiguous_input({4, 6})});
+  CHECK_GRADCHECK([](const TensorList& in) { return in[0].topk(2, -1, /*largest=*/false).first; },
+                  {test::noncontiguous_input({3, 5})});
+  const Tensor x = test::noncontiguous_input({6, 5}).detach(), weights = test::rand_input({6, 5}).detach();
+  CHECK(test::values(gradient_through(x, weights, [](const Tensor& t) { return t.sort(1).first; })) ==
+        test::values(gradient_through(x, weights, [](const Tensor& t) { return sort(t, 1).first; })));
+  const Tensor top_weights = weights.narrow(0, 0, 3);
+  CHECK(test::values(gradient_through(x, top_weights, [](const Tensor& t) { return t.topk(3, 0, false).first; })) ==
+        test::values(gradient_through(x, top_weights, [](const Tensor& t) { return topk(t, 3, 0, false).first; })));
 }

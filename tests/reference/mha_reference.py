@@ -20,9 +20,9 @@ def formula(shape, salt):
     return torch.tensor([0.5 * math.sin(0.7 * i + salt) for i in range(n)]).reshape(shape)
 
 
-def module(kdim=None, vdim=None, add_bias_kv=False, batch_first=False):
+def module(kdim=None, vdim=None, add_bias_kv=False, add_zero_attn=False, batch_first=False):
     mha = torch.nn.MultiheadAttention(E, HEADS, kdim=kdim, vdim=vdim, add_bias_kv=add_bias_kv,
-                                      batch_first=batch_first)
+                                      add_zero_attn=add_zero_attn, batch_first=batch_first)
     # The C++ test loads the same state_dict: parameter i (in name order) gets salt i + 1.
     state = {name: formula(t.shape, salt + 1.0) for salt, (name, t) in enumerate(sorted(mha.state_dict().items()))}
     mha.load_state_dict(state)
@@ -70,3 +70,21 @@ out, weights = mha(formula([N, L, E], 0.5), formula([N, S, 5], 0.6), formula([N,
                    key_padding_mask=padding)
 emit("kSeparateOutput", out)
 emit("kSeparateWeights", weights)
+
+# add_zero_attn: a zero key and value appended after the projections (and after bias_k / bias_v),
+# the masks padded with a column that hides nothing.
+mha = module(add_zero_attn=True)
+out, weights = mha(query, key, value, attn_mask=float_mask)
+emit("kZeroAttnOutput", out)
+emit("kZeroAttnWeights", weights)
+out, _ = mha(query, key, value, key_padding_mask=all_padded, need_weights=False)
+emit("kZeroAttnAllPaddedOutput", out)
+out, _ = mha(query, query, query, attn_mask=causal, is_causal=True, need_weights=False)
+emit("kZeroAttnSelfCausalOutput", out)
+out, _ = mha(query, query, query, attn_mask=causal, is_causal=True)
+emit("kZeroAttnSelfCausalMaskedOutput", out)
+
+mha = module(add_bias_kv=True, add_zero_attn=True)
+out, weights = mha(query, key, value, attn_mask=bool_mask, key_padding_mask=padding, average_attn_weights=False)
+emit("kBiasZeroAttnOutput", out)
+emit("kBiasZeroAttnHeadWeights", weights)
