@@ -60,8 +60,11 @@ function(sg_add_cuda_backend target)
   target_sources(${target} PRIVATE ${cuda_sources})
   target_compile_definitions(${target} PUBLIC SG_WITH_CUDA=1)
   target_include_directories(${target} PRIVATE ${SG_CUDNN_INCLUDE_DIR} ${SG_NCCL_INCLUDE_DIR})
-  target_link_libraries(${target} PUBLIC CUDA::cudart PRIVATE CUDA::cublas CUDA::cublasLt
-                        ${SG_CUDNN_LIBRARY} ${SG_NCCL_LIBRARY})
+  # cuBLAS is not linked but opened on the first GPU matmul (Note [cuBLAS is opened on first use]
+  # in core/cuda/cublas.cpp): its headers are enough here, plus where to find it at run time.
+  target_link_libraries(${target} PUBLIC CUDA::cudart PRIVATE ${SG_CUDNN_LIBRARY} ${SG_NCCL_LIBRARY} ${CMAKE_DL_LIBS})
+  set_property(SOURCE ${PROJECT_SOURCE_DIR}/core/cuda/cublas.cpp APPEND PROPERTY COMPILE_DEFINITIONS
+               SG_CUBLAS_SONAME="libcublas.so.${CUDAToolkit_VERSION_MAJOR}" SG_CUBLAS_DIR="${CUDAToolkit_LIBRARY_DIR}")
   # nvcc: the host compiler gets the same warnings; device lambdas for the elementwise kernels.
   # The .cu files include no Eigen header, so they need not share the C++ files' -march.
   target_compile_options(${target} PRIVATE

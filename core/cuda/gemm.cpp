@@ -148,10 +148,10 @@ void gemm_cublas(const Tensor& out, const Tensor& a_in, const Tensor& b_in, doub
       for (int i = 0; i < 3; ++i) offsets[i] += index * batch.strides[d][i];
     }
     // Note [cuBLAS is column-major]: out^T = b^T @ a^T.
-    SG_CUBLAS_CHECK(cublasGemmStridedBatchedEx(handle, lb.op, la.op, n, m, k, alpha_ptr, element(b, offsets[2]), type,
-                                               ldb, inner_strides[2], element(a, offsets[1]), type, lda,
-                                               inner_strides[1], beta_ptr, element(out, offsets[0]), type, ldc,
-                                               inner_strides[0], count, compute, CUBLAS_GEMM_DEFAULT));
+    SG_CUBLAS_CHECK(cublas().gemm_strided_batched_ex(handle, lb.op, la.op, n, m, k, alpha_ptr, element(b, offsets[2]),
+                                                     type, ldb, inner_strides[2], element(a, offsets[1]), type, lda,
+                                                     inner_strides[1], beta_ptr, element(out, offsets[0]), type, ldc,
+                                                     inner_strides[0], count, compute, CUBLAS_GEMM_DEFAULT));
   }
 }
 
