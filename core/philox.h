@@ -71,18 +71,35 @@ SG_HOST_DEVICE inline double draw_uniform(int half, const PhiloxBlock& block, do
   return fma(span, floor(uniform01(half, block) * grid) / grid, low);
 }
 
-// Box-Muller: the two uniforms of a block give two independent normals (cos and sin).
-SG_HOST_DEVICE inline double draw_normal(int half, const PhiloxBlock& block, double mean, double std) {
-  using std::cos;
-  using std::fma;
+// Box-Muller: the two uniforms of a block give two independent normals, mean + std * radius *
+// cos(angle) for half 0 and the same with sin for half 1.
+struct BoxMuller {
+  double scaled_radius, angle;  // std * radius, angle
+};
+SG_HOST_DEVICE inline BoxMuller box_muller(const PhiloxBlock& block, double std) {
   using std::log;
-  using std::sin;
   using std::sqrt;
   const double u1 = 1.0 - uniform01(0, block);  // (0, 1], so log is finite
   const double u2 = uniform01(1, block);
-  const double radius = sqrt(-2.0 * log(u1));
-  const double angle = (2.0 * std::numbers::pi) * u2;
-  return fma(std * radius, half == 0 ? cos(angle) : sin(angle), mean);
+  return {std * sqrt(-2.0 * log(u1)), (2.0 * std::numbers::pi) * u2};
+}
+SG_HOST_DEVICE inline double draw_normal(int half, const PhiloxBlock& block, double mean, double std) {
+  using std::cos;
+  using std::fma;
+  using std::sin;
+  const BoxMuller polar = box_muller(block, std);
+  return fma(polar.scaled_radius, half == 0 ? cos(polar.angle) : sin(polar.angle), mean);
+}
+// Both halves' normals from one log and one sqrt: what draw_normal(0, ...) and draw_normal(1, ...)
+// return, bit for bit (the CPU fill draws whole blocks).
+SG_HOST_DEVICE inline void draw_normal_pair(const PhiloxBlock& block, double mean, double std, double& first,
+                                            double& second) {
+  using std::cos;
+  using std::fma;
+  using std::sin;
+  const BoxMuller polar = box_muller(block, std);
+  first = fma(polar.scaled_radius, cos(polar.angle), mean);
+  second = fma(polar.scaled_radius, sin(polar.angle), mean);
 }
 
 // An integer in [low, low + range): Lemire's multiply-shift of 64 random bits.

@@ -5,6 +5,7 @@
 #include <cstdint>
 
 #include "core/host_device.h"
+#include "core/simd_math.h"
 
 namespace sg {
 
@@ -41,7 +42,6 @@ inline constexpr double kInvSqrt2Pi = 0.3989422804014327;  // 1/sqrt(2*pi)
 template <typename T>
 SG_HOST_DEVICE inline T unary(UnaryOp op, T x) {
   using std::abs;
-  using std::erf;
   using std::exp;
   using std::log;
   using std::sqrt;
@@ -58,7 +58,7 @@ SG_HOST_DEVICE inline T unary(UnaryOp op, T x) {
     // Written so exp never overflows: for x < 0 use e^x / (1 + e^x).
     case UnaryOp::sigmoid: return x >= T(0) ? T(1) / (T(1) + exp(-x)) : exp(x) / (T(1) + exp(x));
     case UnaryOp::relu: return x > T(0) ? x : T(0);
-    case UnaryOp::gelu_erf: return T(0.5) * x * (T(1) + erf(x * T(kInvSqrt2)));
+    case UnaryOp::gelu_erf: return T(0.5) * x * (T(1) + erf_of(x * T(kInvSqrt2)));
     case UnaryOp::gelu_tanh: return T(0.5) * x * (T(1) + tanh(T(kSqrt2OverPi) * (x + T(kGeluCubic) * x * x * x)));
   }
   return x;
@@ -66,8 +66,6 @@ SG_HOST_DEVICE inline T unary(UnaryOp op, T x) {
 
 template <typename T>
 SG_HOST_DEVICE inline T binary(BinaryOp op, T a, T b, T alpha) {
-  using std::erf;
-  using std::exp;
   using std::pow;
   using std::tanh;
   switch (op) {
@@ -87,8 +85,8 @@ SG_HOST_DEVICE inline T binary(BinaryOp op, T a, T b, T alpha) {
     case BinaryOp::relu_backward: return b > T(0) ? a : T(0);
     // d/dx x*Phi(x) = Phi(x) + x*phi(x)
     case BinaryOp::gelu_erf_backward: {
-      const T cdf = T(0.5) * (T(1) + erf(b * T(kInvSqrt2)));
-      const T pdf = T(kInvSqrt2Pi) * exp(T(-0.5) * b * b);
+      const T cdf = T(0.5) * (T(1) + erf_of(b * T(kInvSqrt2)));
+      const T pdf = T(kInvSqrt2Pi) * exp_of(T(-0.5) * b * b);
       return a * (cdf + b * pdf);
     }
     // d/dx 0.5x(1+tanh(u)), u = k(x + c x^3): 0.5(1+tanh u) + 0.5x(1-tanh^2 u) k(1 + 3c x^2)

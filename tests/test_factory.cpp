@@ -3,6 +3,7 @@
 #include <cmath>
 #include <set>
 
+#include "core/cpu/philox_batch.h"
 #include "core/kernels/random.h"
 #include "helpers.h"
 
@@ -11,6 +12,32 @@ using namespace sg;
 namespace {
 
 const DType kFloatingDTypes[] = {DType::f32, DType::f64, DType::f16, DType::bf16};
+
+// The significand bits of a floating dtype (f64's 53 for the others): uniform_ keeps that many
+// bits of each draw.
+int significand_bits(DType dtype) {
+  switch (dtype) {
+    case DType::f32: return 24;
+    case DType::f16: return 11;
+    case DType::bf16: return 8;
+    default: return 53;
+  }
+}
+
+// The values a fill of `dtype` must hold: element i is math::draw of half i % 2 of Philox block
+// first + i / 2, converted as the kernels convert (double -> compute type -> dtype), one element
+// at a time — the definition in core/kernels/random.h, with nothing batched.
+std::vector<double> draws_by_definition(DType dtype, int64_t n, uint64_t seed, uint64_t first, const RandomDraw& draw) {
+  std::vector<double> expected(n);
+  SG_DISPATCH_ALL(dtype, "draws_by_definition", [&]<typename scalar_t>() {
+    for (int64_t i = 0; i < n; ++i) {
+      const PhiloxBlock block = philox4x32_10(seed, first + static_cast<uint64_t>(i / 2));
+      const auto value = static_cast<scalar_t>(static_cast<opmath_t<scalar_t>>(math::draw(draw, int(i % 2), block)));
+      expected[i] = static_cast<double>(static_cast<opmath_t<scalar_t>>(value));
+    }
+  });
+  return expected;
+}
 
 double mean_of(const std::vector<double>& v) {
   double total = 0;
@@ -253,6 +280,71 @@ TEST_CASE("random draws do not depend on the number of threads") {
     return all;
   };
   CHECK(draws(1) == draws(2));
+}
+
+TEST_CASE("philox_batch computes the blocks of philox4x32_10, also where the counter carries") {
+  const uint64_t seeds[] = {0, 42, 0x9E3779B97F4A7C15ull};
+  // A counter crossing 2^32 (the low word carries into the high one) and one wrapping at 2^64.
+  const uint64_t firsts[] = {0, 1000003, (uint64_t(1) << 32) - 5, ~uint64_t(0) - 6};
+  for (uint64_t seed : seeds) {
+    for (uint64_t first : firsts) {
+      const cpu::PhiloxBatch batch = cpu::philox_batch(seed, first);
+      for (int l = 0; l < cpu::kPhiloxBatch; ++l) {
+        const PhiloxBlock block = philox4x32_10(seed, first + static_cast<uint64_t>(l));
+        for (int w = 0; w < 4; ++w) {
+          CAPTURE(seed);
+          CAPTURE(first);
+          CAPTURE(l);
+          CHECK(batch.word[w][l] == block.word[w]);
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("every random fill holds, bit for bit, the draws of its definition in every dtype and size") {
+  RandomDraw uniform{.kind = RandomDraw::Kind::uniform};
+  uniform.low = -0.5;
+  uniform.span = 3.0;
+  RandomDraw normal{.kind = RandomDraw::Kind::normal};
+  normal.mean = 0.25;
+  normal.std = 2.0;
+  RandomDraw randint_draw{.kind = RandomDraw::Kind::randint};
+  randint_draw.int_low = -7;
+  randint_draw.int_range = 1000;
+  RandomDraw bernoulli{.kind = RandomDraw::Kind::bernoulli};
+  bernoulli.p = 0.3;
+  const DType dtypes[] = {DType::f32, DType::f64, DType::f16, DType::bf16, DType::i64};
+  // Sizes around one batch of blocks (32 elements), odd ones (a last half block), and one large
+  // enough for every thread; the generator starts past 0, with a seed using its high word.
+  const int64_t sizes[] = {1, 2, 31, 32, 33, 1001, 200001};
+  for (const RandomDraw& draw : {uniform, normal, randint_draw, bernoulli}) {
+    for (DType dtype : dtypes) {
+      if (dtype == DType::i64 && draw.kind != RandomDraw::Kind::randint) continue;
+      for (int64_t n : sizes) {
+        CAPTURE(dtype);
+        CAPTURE(n);
+        INFO("kind ", static_cast<int>(draw.kind));
+        Generator generator(0x0123456789ABCDEFull);
+        generator.set_offset(12345);
+        const Tensor t = empty({n}, {dtype});
+        RandomDraw d = draw;
+        switch (d.kind) {
+          case RandomDraw::Kind::uniform:
+            kernels::uniform_(t, d.low, d.low + d.span, generator);
+            d.grid = std::ldexp(1.0, significand_bits(dtype));  // what uniform_ keeps of each draw
+            break;
+          case RandomDraw::Kind::normal: kernels::normal_(t, d.mean, d.std, generator); break;
+          case RandomDraw::Kind::randint:
+            kernels::randint_(t, d.int_low, d.int_low + static_cast<int64_t>(d.int_range), generator);
+            break;
+          case RandomDraw::Kind::bernoulli: kernels::bernoulli_(t, d.p, generator); break;
+        }
+        CHECK(generator.offset() == 12345 + static_cast<uint64_t>((n + 1) / 2));
+        CHECK(test::values(t) == draws_by_definition(dtype, n, generator.seed(), 12345, d));
+      }
+    }
+  }
 }
 
 TEST_CASE("a random fill of a non-contiguous tensor matches the same draw into a contiguous one") {

@@ -1,6 +1,7 @@
 // Pointwise ops and sum/mean: values against formulas computed here in double, broadcasting,
 // scalar operands, dtype promotion, in-place variants, NaN rules, gradients, and the strided
 // loop's fast paths and threads against its general path.
+#include <algorithm>
 #include <cmath>
 #include <functional>
 
@@ -115,6 +116,50 @@ TEST_CASE("gelu matches published values of both forms") {
   CHECK(f64({-1.0}).gelu().item() == doctest::Approx(-0.15865525393145707).epsilon(1e-15));
   CHECK(f64({1.0}).gelu(true).item() == doctest::Approx(0.8411919906082768).epsilon(1e-15));
   CHECK(f32({1.0f}).gelu().item() == doctest::Approx(0.8413447460685429).epsilon(1e-7));
+}
+
+TEST_CASE("f32 and bf16 GELU and its gradient follow the f64 formulas densely from -10 to 10, on every layout") {
+  // f32 computes erf and exp with the branch-free polynomials (core/simd_math.h, within 1.5 ulp);
+  // f64 keeps the C library's (the tests above hold it to 1e-15).
+  std::vector<double> inputs;  // 20099 points, not on a grid
+  for (int i = 0; i < 101 * 199; ++i) inputs.push_back(-10.0 + 20.0 * i / (101 * 199 - 1) + 1e-4 * std::sin(i));
+  const Tensor x = tensor(inputs, {101, 199}).to(DType::f32);
+  const Tensor grad = rand({101, 199}, {}, &test::rng()) * 2.0 - 1.0;
+  const size_t count = inputs.size();
+  auto derivative = [](double v) {
+    return 0.5 * (1 + std::erf(v / std::sqrt(2.0))) + v * std::exp(-0.5 * v * v) / std::sqrt(2 * M_PI);
+  };
+  for (DType dtype : {DType::f32, DType::bf16}) {
+    CAPTURE(dtype);
+    const Tensor typed_x = x.to(dtype), typed_grad = grad.to(dtype);
+    const Tensor forward = typed_x.gelu();
+    // The gradient through autograd (GeluBackward runs the gelu_erf_backward kernel), from a
+    // contiguous input and from a strided one.
+    auto gradient_of = [&](const Tensor& input) {
+      Tensor leaf = input.detach().requires_grad_();
+      leaf.gelu().backward(typed_grad);
+      return test::values(leaf.grad());
+    };
+    const auto b = gradient_of(typed_x);
+    // Each result is rounded once from f32 math that is good to a few f32 ulps of its largest
+    // term: 1e-6 relative to max(1, |value|) in f32, half a bf16 ulp plus that in bf16.
+    const double tolerance = dtype == DType::f32 ? 1e-6 : std::ldexp(1.0, -8);
+    const auto f = test::values(forward);
+    const auto typed_xv = test::values(typed_x), typed_gv = test::values(typed_grad);
+    int forward_misses = 0, backward_misses = 0;
+    for (size_t i = 0; i < count; ++i) {
+      const double expected_f = gelu_erf_reference(typed_xv[i]);
+      const double expected_b = typed_gv[i] * derivative(typed_xv[i]);
+      forward_misses += std::abs(f[i] - expected_f) > tolerance * std::max(1.0, std::abs(expected_f));
+      backward_misses += std::abs(b[i] - expected_b) > tolerance * std::max(1.0, std::abs(expected_b));
+    }
+    CHECK(forward_misses == 0);
+    CHECK(backward_misses == 0);
+    // The strided loops call the same function as the vectorised contiguous one: the same bits.
+    CHECK(test::values(transposed_copy(typed_x).gelu()) == f);
+    CHECK(test::values(strided_copy(typed_x).gelu()) == f);
+    CHECK(gradient_of(strided_copy(typed_x)) == b);
+  }
 }
 
 TEST_CASE("sigmoid and exp stay finite where a naive formula would not") {
@@ -536,6 +581,8 @@ TEST_CASE("kernels give the same bits on 1 and 2 threads above the parallel grai
                                    a.clamp(0.25, 0.75),
                                    b.to(DType::f16),
                                    a.sum({1}),
+                                   a.sum({0}),                         // rows added in place: 3 column chunks
+                                   a.reshape({41 * 37, 29}).sum({0}),  // 8 row blocks
                                    b.sum(),
                                    b.mean({0, 2})};
     Tensor in_place = b.clone();
@@ -590,6 +637,73 @@ TEST_CASE("sum accumulates 16-bit floats in high precision and rounds once") {
   CHECK(x.sum().item() == 1000.0);
   CHECK(full({10000}, 0.1, {DType::bf16}).sum().item() ==
         doctest::Approx(1000.0).epsilon(0.004));  // bf16 spacing at 1000 is 4
+}
+
+namespace {
+// The sum of x over `dims` computed here from its values in double, one output at a time: the
+// reference for the kernel's paths.
+std::vector<double> sum_by_definition(const Tensor& x, const Shape& dims) {
+  const Tensor moved = x.permute([&] {
+    Shape order;  // kept dims first, reduced dims last
+    for (int64_t d = 0; d < x.dim(); ++d)
+      if (std::find(dims.begin(), dims.end(), d) == dims.end()) order.push_back(d);
+    order.insert(order.end(), dims.begin(), dims.end());
+    return order;
+  }());
+  const auto v = test::values(moved);
+  int64_t reduced = 1;
+  for (int64_t d : dims) reduced *= x.size(d);
+  std::vector<double> sums(v.size() / reduced, 0.0);
+  for (size_t i = 0; i < v.size(); ++i) sums[i / reduced] += v[i];
+  return sums;
+}
+}  // namespace
+
+TEST_CASE("sum over leading dims matches the definition on odd shapes, views, broadcasts and dtypes") {
+  Generator generator(31);
+  const Tensor x64 = rand({301, 37}, {DType::f64}, &generator) - 0.5;
+  const Tensor cube64 = rand({5, 3, 67}, {DType::f64}, &generator) - 0.5;
+  const Tensor wide64 = rand({130, 1100}, {DType::f64}, &generator) - 0.5;
+  for (DType dtype : {DType::f64, DType::f32, DType::bf16}) {
+    const Tensor x = x64.to(dtype), cube = cube64.to(dtype), wide = wide64.to(dtype);
+    // All but the last two keep one unit-stride block, so their rows are added in place (Note
+    // [Sums over leading dims]); the last two reduce as rows.
+    const std::vector<std::pair<Tensor, Shape>> cases = {
+        {x, {0}},
+        {cube, {0, 1}},
+        {cube, {0}},
+        {cube.unsqueeze(1), {0, 2}},                   // a size-1 kept dim between reduced ones
+        {wide, {0}},                                   // several row blocks and column chunks
+        {x.slice(0, 1, 301, 3), {0}},                  // every third row
+        {cube.transpose(0, 1), {0, 1}},                // reduced dims in the other order
+        {cube.permute({2, 0, 1}), {1, 2}},             // the kept dim first in order, innermost in memory
+        {x.slice(0, 0, 1, 1).expand({250, 37}), {0}},  // a broadcast row: stride 0
+        {x.slice(1, 0, 37, 2), {0}},                   // kept columns with stride 2
+        {x.t(), {0}},                                  // a kept dim with stride 37
+    };
+    // The kernel adds in double in its own order and rounds once: within an f64 rounding error of
+    // the definition's sum in f64, and within half an ulp (here: one) of it in f32 and bf16.
+    const double relative = dtype == DType::f64   ? 1e-14
+                            : dtype == DType::f32 ? std::ldexp(1.0, -23)
+                                                  : std::ldexp(1.0, -7);
+    for (size_t k = 0; k < cases.size(); ++k) {
+      CAPTURE(dtype);
+      CAPTURE(k);
+      const auto& [input, dims] = cases[k];
+      const auto got = test::values(input.sum(dims));
+      const auto expected = sum_by_definition(input, dims);
+      REQUIRE(got.size() == expected.size());
+      for (size_t i = 0; i < got.size(); ++i) {
+        INFO("output ", i, ": got ", got[i], ", expected ", expected[i]);
+        CHECK(std::abs(got[i] - expected[i]) <= relative * std::abs(expected[i]) + 1e-10);
+      }
+    }
+  }
+  // Integers and bools sum exactly into i64.
+  const Tensor integers = randint(-50, 50, {77, 13}, {DType::i32}, &generator);
+  CHECK(test::values(integers.sum({0})) == sum_by_definition(integers, {0}));
+  const Tensor flags = gt(rand({77, 13}, {}, &generator), 0.5);
+  CHECK(test::values(flags.sum({0})) == sum_by_definition(flags, {0}));
 }
 
 TEST_CASE("sum and mean pass gradcheck over dims, keepdim and non-contiguous inputs") {

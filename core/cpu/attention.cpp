@@ -15,7 +15,6 @@
 // threads claim items one at a time (for_each_item).
 #include <algorithm>
 #include <atomic>
-#include <bit>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -26,6 +25,7 @@
 #include "core/cpu/blas.h"
 #include "core/kernels/attention.h"
 #include "core/parallel.h"
+#include "core/simd_math.h"
 
 namespace sg::cpu {
 
@@ -33,30 +33,10 @@ namespace {
 
 constexpr int64_t kQueryBlock = 64, kKeyBlock = 64;
 
-// exp(x) for x <= 88 within 2 ulp, as branch-free arithmetic that the compiler vectorises
-// (std::exp is one libm call per element, which does not). Cephes's expf:
-// x = n ln2 + r with |r| <= ln2 / 2, exp(r) by a degree-6 polynomial, 2^n put into the exponent
-// bits. Below -87.3 (a masked score is -inf) the result is exactly 0, by clearing its bits: a
-// select (x < -87.3 ? 0 : result) would stop the vectorisation, since the compiler may not
-// compute `result` for lanes that do not need it (it could raise a floating-point exception).
-// NaN stays NaN.
-inline float exp_of(float x) {
-  const float shifted = x * 1.44269504f + 12582912.0f;  // adding 1.5 * 2^23 rounds to an integer
-  const float n = shifted - 12582912.0f;
-  // 2^n as float bits: n sits in the low bits of `shifted`; unsigned, so any x wraps instead of overflowing.
-  const uint32_t two_to_n = (std::bit_cast<uint32_t>(shifted) - std::bit_cast<uint32_t>(12582912.0f) + 127u) << 23;
-  const float r = x - n * 0.693359375f + n * 2.12194440e-4f;  // ln2 in two parts, for an exact n ln2
-  float p = 1.9875691500e-4f;
-  p = p * r + 1.3981999507e-3f;
-  p = p * r + 8.3334519073e-3f;
-  p = p * r + 4.1665795894e-2f;
-  p = p * r + 1.6666665459e-1f;
-  p = p * r + 5.0000001201e-1f;
-  const float result = (p * r * r + r + 1.0f) * std::bit_cast<float>(two_to_n);
-  const uint32_t keep = 0u - static_cast<uint32_t>(!(x < -87.3f));  // all ones, or 0 below -87.3
-  return std::bit_cast<float>(std::bit_cast<uint32_t>(result) & keep);
-}
-inline double exp_of(double x) { return std::exp(x); }  // f64 (gradcheck): exact
+// exp in the compute type: f32 branch-free, so that the softmax loops vectorise (std::exp is one
+// libm call per element, which does not); f64 (gradcheck) the C library's. Note [Branch-free
+// float math] in core/simd_math.h.
+using math::exp_of;
 
 // The max and the sum of a row, each kept in kLanes independent lanes that are combined at the
 // end: the compiler vectorises a fixed set of lanes, but not one running value (for a sum, that

@@ -1,15 +1,18 @@
 // CPU reductions: each arranges its input as rows (Note [Reductions as rows]) and reduces every
-// row with reduce_rows (Note [Deterministic row reductions]).
+// row with reduce_rows (Note [Deterministic row reductions]); a sum over leading dims adds whole
+// rows of the input instead (Note [Sums over leading dims]).
 #include <algorithm>
 #include <cmath>
 #include <functional>
 #include <limits>
+#include <optional>
 #include <type_traits>
 #include <vector>
 
 #include "core/kernels/pointwise.h"
 #include "core/kernels/reduce.h"
 #include "core/parallel.h"
+#include "core/strided_offsets.h"
 
 namespace sg::cpu {
 
@@ -163,9 +166,104 @@ Best<opmath_t<in_t>> extremum_of_block(Extremum which, const in_t* row, int64_t 
   return result;
 }
 
+// Note [Sums over leading dims]
+// A Linear layer's bias gradient sums a [B*T, C] gradient over its rows into [C]. As rows (Note
+// [Reductions as rows]) that is C rows of length B*T, C elements apart, which as_reduction_rows
+// would first copy into place: a transposing copy of the whole gradient. When the kept dims form
+// one block of memory with unit stride, sum instead adds the input's rows of that block into
+// accumulators of the kept size, reading memory in order and copying nothing. Output c sees the
+// rows one after another in a fixed order: the rows are cut into row_blocks_for(rows) blocks,
+// fixed by the shape alone; each block adds its rows in order into its own partial sums, and the
+// blocks' partial sums are added in block order. Threads take (block, column chunk) items, so
+// they decide who computes what but not the order of any addition: any thread count gives the
+// same bits.
+constexpr int64_t kColumnChunk = 512;  // the accumulators of one item: 4 KB of doubles, in L1
+constexpr int64_t kMaxRowBlocks = 8, kMinRowsPerBlock = 64;
+
+int64_t row_blocks_for(int64_t rows) { return std::clamp<int64_t>(rows / kMinRowsPerBlock, 1, kMaxRowBlocks); }
+
+// The input as [rows, columns]: the kept dims are `columns` consecutive elements, and row r (a
+// position in the reduced dims, row-major) starts `row_offsets.get(r)` bytes into the input.
+struct ColumnLayout {
+  int64_t rows = 1, columns = 1;
+  StridedOffsets<1> row_offsets;
+};
+
+// The layout when the kept dims are one unit-stride block of at least two elements; nullopt
+// otherwise (then the reduction runs as rows).
+std::optional<ColumnLayout> as_columns(const Tensor& in, const Shape& dims) {
+  if (in.numel() == 0) return std::nullopt;
+  std::vector<bool> reduced(in.dim(), false);
+  for (int64_t d : dims) reduced[d] = true;
+  ColumnLayout layout;
+  Shape row_sizes, row_strides;  // the reduced dims, innermost first, merged where they can be
+  for (int64_t d = in.dim() - 1; d >= 0; --d) {
+    if (in.size(d) == 1) continue;
+    if (!reduced[d]) {
+      if (in.stride(d) != layout.columns) return std::nullopt;  // not the next step of one block
+      layout.columns *= in.size(d);
+    } else if (!row_sizes.empty() && in.stride(d) == row_strides.back() * row_sizes.back()) {
+      row_sizes.back() *= in.size(d);  // one dim with the inner one's stride
+    } else {
+      row_sizes.push_back(in.size(d));
+      row_strides.push_back(in.stride(d));
+    }
+  }
+  if (layout.columns < 2 || static_cast<int64_t>(row_sizes.size()) > kMaxStridedDims) return std::nullopt;
+  std::reverse(row_sizes.begin(), row_sizes.end());
+  std::reverse(row_strides.begin(), row_strides.end());
+  std::array<std::vector<int64_t>, 1> row_byte_strides;
+  for (int64_t stride : row_strides) row_byte_strides[0].push_back(stride * in.element_size());
+  layout.rows = numel_of(row_sizes);
+  layout.row_offsets = StridedOffsets<1>::make(row_sizes, row_byte_strides, "sum");
+  return layout;
+}
+
+// Adds rows [first_row, last_row) of the input, columns [first_column, first_column + width),
+// one row after another into sums[0, width).
+template <typename acc_t, typename in_t>
+void add_rows(const ColumnLayout& layout, const in_t* data, int64_t first_row, int64_t last_row, int64_t first_column,
+              int64_t width, acc_t* sums) {
+  for (int64_t r = first_row; r < last_row; ++r) {
+    int64_t offset[1];
+    layout.row_offsets.get(r, offset);
+    const in_t* row = reinterpret_cast<const in_t*>(reinterpret_cast<const char*>(data) + offset[0]) + first_column;
+    for (int64_t c = 0; c < width; ++c) sums[c] += widen<acc_t>(row[c]);
+  }
+}
+
+// The sums of the columns (Note [Sums over leading dims]), in acc_t.
+template <typename acc_t, typename in_t>
+std::vector<acc_t> sum_columns(const ColumnLayout& layout, const in_t* data) {
+  const int64_t columns = layout.columns;
+  const int64_t blocks = row_blocks_for(layout.rows);
+  const int64_t rows_per_block = (layout.rows + blocks - 1) / blocks;
+  const int64_t chunks = (columns + kColumnChunk - 1) / kColumnChunk;
+  std::vector<acc_t> partial(blocks * columns, acc_t(0));  // block b's sums at [b * columns, (b + 1) * columns)
+  const int64_t grain = std::max<int64_t>(1, kParallelGrain / (rows_per_block * std::min(columns, kColumnChunk)));
+  parallel_for(blocks * chunks, grain, [&](int64_t begin, int64_t end) {
+    for (int64_t item = begin; item < end; ++item) {
+      const int64_t block = item / chunks, first_column = (item % chunks) * kColumnChunk;
+      add_rows(layout, data, block * rows_per_block, std::min(layout.rows, (block + 1) * rows_per_block), first_column,
+               std::min(kColumnChunk, columns - first_column), partial.data() + block * columns + first_column);
+    }
+  });
+  std::vector<acc_t> totals(partial.begin(), partial.begin() + columns);
+  for (int64_t block = 1; block < blocks; ++block)
+    for (int64_t c = 0; c < columns; ++c) totals[c] += partial[block * columns + c];
+  return totals;
+}
+
 }  // namespace
 
 void sum(const Tensor& out, const Tensor& in, const Shape& dims) {
+  if (const auto layout = as_columns(in, dims)) {
+    SG_DISPATCH_ALL(in.dtype(), "sum", [&]<typename in_t>() {
+      using acc_t = typename SumAccumulator<in_t>::type;
+      write_rows<sum_output_t<in_t>>(out, sum_columns<acc_t>(*layout, static_cast<const in_t*>(in.raw_data())));
+    });
+    return;
+  }
   const ReductionRows r = as_reduction_rows(in, dims);
   SG_DISPATCH_ALL(in.dtype(), "sum", [&]<typename in_t>() {
     using acc_t = typename SumAccumulator<in_t>::type;
