@@ -10,11 +10,14 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <string_view>
 #include <system_error>
 #include <vector>
 
 #include "core/error.h"
 #include "core/factory.h"
+#include "data/image_checks.h"
+#include "data/jpeg_decoder.h"
 #include "data/plain_copy.h"
 
 // Note [Decoding in worker threads]
@@ -27,6 +30,7 @@
 // decode's reason, not another thread's. stb_image_write's globals (PNG compression level and
 // filter) are only read. Everything else a decode touches is its own: the bytes are read by us
 // into a buffer per call, and stb allocates a fresh pixel buffer that the tensor then owns.
+// libjpeg has no global state: each JPEG decode has its own decompressor and error manager.
 
 namespace sg::data {
 
@@ -70,6 +74,16 @@ Pixels checked_pixels(const char* op, const std::string& path, const Tensor& ima
           contiguous_plain(image)};
 }
 
+// The formats stb_image decodes for us, by their signatures (Note [Which decoder sees a file]).
+bool has_stb_signature(std::span<const uint8_t> bytes) {
+  const auto begins_with = [&](std::string_view signature) {
+    return bytes.size() >= signature.size() &&
+           std::equal(signature.begin(), signature.end(), bytes.begin(),
+                      [](char expected, uint8_t byte) { return static_cast<uint8_t>(expected) == byte; });
+  };
+  return begins_with("\x89PNG\r\n\x1a\n") || begins_with("BM") || begins_with("GIF8");
+}
+
 // stb_image_write's output callback: appends to a byte vector.
 void append_bytes(void* context, void* data, int size) {
   auto* out = static_cast<std::vector<uint8_t>*>(context);
@@ -87,85 +101,40 @@ void write_bytes(const char* op, const std::string& path, const std::vector<uint
 
 }  // namespace
 
-// A PNG whose chunks claim more bytes than the file holds: stb_image allocates an IDAT chunk's
-// claimed length before it reads it (up to 1 GiB for a 70-byte file), so the chunk lengths are
-// checked against the bytes first (Note [Image size before decoding]).
-void check_png_chunk_lengths(std::span<const uint8_t> bytes, const std::string& name) {
-  constexpr uint8_t kSignature[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n'};
-  if (bytes.size() < 8 || !std::equal(kSignature, kSignature + 8, bytes.begin())) return;
-  for (size_t at = 8; at + 8 <= bytes.size();) {
-    const uint64_t length = uint64_t{bytes[at]} << 24 | uint64_t{bytes[at + 1]} << 16 | uint64_t{bytes[at + 2]} << 8 |
-                            uint64_t{bytes[at + 3]};
-    const std::string type(reinterpret_cast<const char*>(bytes.data()) + at + 4, 4);
-    const uint64_t left = bytes.size() >= at + 12 ? bytes.size() - at - 12 : 0;  // after length, type and CRC
-    SG_CHECK(length <= left && bytes.size() >= at + 12, "read_image: '", name, "' is a truncated or corrupt PNG: its ",
-             type, " chunk at byte ", at, " claims ", length, " bytes, but ", left, " remain");
-    if (type == "IEND") return;
-    at += 12 + length;
-  }
-}
-
-// stb_image (Debian's 2022 version) writes past its 257-entry table of code sizes when the 16
-// counts of a JPEG Huffman table (DHT) add up to more than 256: a heap overflow inside its
-// decoder's state that the image fuzz target found (stbi__build_huffman). A table has at most 256
-// codes, so such a file is corrupt; every DHT segment is checked before stb sees the file, read
-// as stb reads it, those between the scans of a progressive JPEG included (the walk skips
-// entropy-coded bytes).
-void check_jpeg_huffman_tables(std::span<const uint8_t> bytes, const std::string& name) {
-  // stb finds its start-of-image marker after any number of 0xFF fill bytes.
-  size_t start = 0;
-  while (start < bytes.size() && bytes[start] == 0xFF) ++start;
-  if (start == 0 || start == bytes.size() || bytes[start] != 0xD8) return;
-  for (size_t at = start + 1; at + 4 <= bytes.size();) {
-    const uint8_t marker = bytes[at + 1];
-    // Entropy-coded data, fill bytes, a stuffed zero, restart markers: no segment starts here.
-    if (bytes[at] != 0xFF || marker == 0xFF || marker == 0x00 || marker == 0x01 || (marker >= 0xD0 && marker <= 0xD7)) {
-      ++at;
-      continue;
-    }
-    if (marker == 0xD9) return;                                        // end of image
-    const size_t length = size_t{bytes[at + 2]} << 8 | bytes[at + 3];  // counts its own two bytes
-    if (marker != 0xC4) {
-      at += 2 + length;
-      continue;
-    }
-    // A DHT segment, read as stb reads it: tables (class and id, 16 counts of codes by length,
-    // the symbols) while the length says more follow, a byte past the end reading as 0; stb then
-    // goes on from where its tables ended, whatever the length said.
-    at += 4;
-    for (int64_t left = static_cast<int64_t>(length) - 2; left > 0;) {
-      size_t codes = 0;
-      for (size_t i = 1; i <= 16; ++i) codes += at + i < bytes.size() ? bytes[at + i] : 0;
-      SG_CHECK(codes <= 256, "read_image: '", name, "' is a corrupt JPEG: the Huffman table at byte ", at, " declares ",
-               codes, " codes, more than the 256 a table can hold");
-      at += 17 + codes;
-      left -= static_cast<int64_t>(17 + codes);
-    }
-  }
-}
-
 // Note [Image size before decoding]
 // stb_image allocates the whole image from the sizes in its header before it reads a pixel, so
 // a 78-byte BMP that claims 3 x 8 million pixels made it ask for 100 MB, and a few more bytes ask
 // for gigabytes; a PNG's chunk lengths are believed the same way (the image fuzz target found
 // both: docs/testing.md). So a PNG's chunk lengths are checked against the file's first, then the
 // header is read (stbi_info, which allocates nothing), and an image over the pixel limit is an
-// error naming the file and its size. The limit is PIL's: it refuses images over 2 x MAX_IMAGE_PIXELS as
-// decompression bombs.
+// error naming the file and its size; a JPEG's header is read by libjpeg and checked the same way
+// before its pixels are allocated. The limit is PIL's: it refuses images over 2 x MAX_IMAGE_PIXELS
+// as decompression bombs. stb_image also reads past the end of a file as zeros, so a BMP's pixel
+// rows are checked to lie within the file (data/image_checks.cpp).
+//
+// Note [Which decoder sees a file]
+// JPEGs are decoded by libjpeg-turbo, as PIL decodes them (data/jpeg_decoder.cpp): stb_image's
+// JPEG decoder is not robust against crafted files (the image fuzz target found out-of-bounds
+// reads and writes in it: docs/testing.md). stb_image decodes PNG, BMP and GIF, but it tries its
+// decoders in turn on whatever it is given, JPEG, PSD, TGA, HDR and others among them (a JPEG
+// with 0xFF fill bytes before its first marker, which libjpeg refuses, would reach stb's JPEG
+// decoder). So a file reaches stb only when it begins with the signature of a PNG, a BMP or a
+// GIF: none of stb's other decoders accepts those first bytes (its TGA test, which has no
+// signature to look for, refuses their second byte).
 Tensor decode_image(std::span<const uint8_t> bytes, const std::string& name, int64_t max_pixels) {
   SG_CHECK(!bytes.empty(), "read_image: '", name, "' is empty (0 bytes), not an image");
+  if (is_jpeg(bytes)) return decode_jpeg(bytes, name, max_pixels);
+  SG_CHECK(has_stb_signature(bytes), "read_image: cannot decode '", name,
+           "': not a JPEG, PNG, BMP or GIF file (it begins with none of their signatures)");
   SG_CHECK(bytes.size() <= static_cast<size_t>(INT32_MAX), "read_image: '", name, "' has ", bytes.size(),
            " bytes, more than stb_image reads (2 GiB)");
   check_png_chunk_lengths(bytes, name);
-  check_jpeg_huffman_tables(bytes, name);
   int width = 0, height = 0, channels_in_file = 0;
   if (stbi_info_from_memory(bytes.data(), static_cast<int>(bytes.size()), &width, &height, &channels_in_file)) {
     // A BMP stored top-down has a negative height in its header, and stbi_info passes it on.
-    const int64_t pixels = std::abs(int64_t{width}) * std::abs(int64_t{height});
-    SG_CHECK(pixels <= max_pixels, "read_image: '", name, "' claims ", std::abs(int64_t{width}), " x ",
-             std::abs(int64_t{height}), " pixels, more than the ", max_pixels,
-             " an image may have (a corrupt file or a decompression bomb)");
+    check_pixel_limit(name, std::abs(int64_t{width}), std::abs(int64_t{height}), max_pixels);
   }
+  check_bmp_pixel_data(bytes, name);
   // Asking for 3 channels makes stb convert as PIL's convert("RGB") does (Note at the top of image.h).
   stbi_uc* pixels =
       stbi_load_from_memory(bytes.data(), static_cast<int>(bytes.size()), &width, &height, &channels_in_file, kRgb);

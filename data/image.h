@@ -1,13 +1,14 @@
 #pragma once
 // defines: read_image, decode_image, write_png, write_jpeg, check_hwc_image, has_image_extension —
-//          image files to and from u8 [H, W, C] tensors (stb_image, stb_image_write).
+//          image files to and from u8 [H, W, C] tensors (libjpeg-turbo decodes JPEG, stb_image
+//          PNG, BMP and GIF; stb_image_write writes).
 //
 // Decoded images are always RGB, u8 [H, W, 3] (height, width, channel; the layout files and PIL
 // use), whatever the file holds, as PIL's Image.convert("RGB"): grey and grey + alpha are
-// repeated into the three channels, alpha is dropped (not composited). Formats: JPEG (baseline
-// and progressive), PNG (8 and 16 bits; 16 bits keep the high byte), BMP, GIF (first frame).
-// stb's JPEG decoder rounds its inverse DCT and chroma upsampling differently from libjpeg, so
-// a JPEG's pixels can differ from PIL's by a few levels; PNG, BMP and GIF decode exactly.
+// repeated into the three channels, alpha is dropped (not composited), CMYK JPEGs are converted
+// as PIL converts them. Formats: JPEG (baseline and progressive; grey, YCbCr, RGB, CMYK, YCCK),
+// PNG (8 and 16 bits; 16 bits keep the high byte), BMP, GIF (first frame). JPEGs decode to PIL's
+// pixels, bit for bit (both use libjpeg-turbo at its default settings); PNG, BMP and GIF exactly.
 #include <cstdint>
 #include <span>
 #include <string>
@@ -17,8 +18,8 @@
 namespace sg::data {
 
 // Reads and decodes the image file at `path`. Throws an sg::Error naming the file when it cannot
-// be read, is empty, or is not an image stb can decode (truncated, another format, corrupt),
-// with stb's reason.
+// be read, is empty, or is not an image we decode (truncated, another format, corrupt), with the
+// decoder's reason.
 Tensor read_image(const std::string& path);
 
 // The most pixels a decoded image may have: 2 x PIL's MAX_IMAGE_PIXELS, where PIL refuses an image

@@ -7,7 +7,8 @@ packages=(
   libeigen3-dev doctest-dev zlib1g-dev libbenchmark-dev nlohmann-json3-dev libcli11-dev
   libgloo-dev             # CPU collectives for dist/ (TCP transport)
   libopenblas-openmp-dev  # the OpenMP build of OpenBLAS follows sg::set_num_threads
-  libstb-dev              # stb_image / stb_image_write: decoding and writing JPEG, PNG, BMP, GIF (data/image.cpp)
+  libstb-dev              # stb_image / stb_image_write: decoding PNG, BMP, GIF and writing PNG, JPEG (data/image.cpp)
+  libjpeg62-turbo-dev     # libjpeg-turbo: decoding JPEG as PIL does (data/jpeg_decoder.cpp)
   libdnnl-dev             # oneDNN: the fast f32 CPU convolutions (OpenMP build, follows sg::set_num_threads too)
   libprotobuf-dev protobuf-compiler  # TensorBoard event files: data/tensorboard/event.proto, compiled by protoc
   libcrcutil-dev          # CRC-32C of the event files' records (data/crc32c.cpp)

@@ -1,5 +1,7 @@
-// Image files: decoding (stb_image) of the files the tests write, PIL's convert("RGB") rules for
-// grey and alpha, every kind of bad file, and decoding from several threads at once.
+// Image files: decoding of the files the tests write (stb_image: PNG, BMP, GIF) and of JPEGs PIL
+// wrote (libjpeg-turbo, to PIL's pixels), PIL's convert("RGB") rules for grey, alpha and CMYK,
+// every kind of bad file, and decoding from several threads at once.
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <span>
@@ -9,6 +11,7 @@
 
 #include "dist_harness.h"
 #include "helpers.h"
+#include "reference/jpeg_expected.h"
 
 using namespace sg;
 namespace fs = std::filesystem;
@@ -45,6 +48,11 @@ void write_text(const std::string& path, const std::string& bytes) { std::ofstre
 std::string read_text(const std::string& path) {
   std::ifstream file(path, std::ios::binary);
   return {std::istreambuf_iterator<char>(file), std::istreambuf_iterator<char>()};
+}
+
+// `text`'s bytes, as decode_image takes them.
+std::span<const uint8_t> as_bytes(const std::string& text) {
+  return {reinterpret_cast<const uint8_t*>(text.data()), text.size()};
 }
 
 // The message of the error read_image throws for `path`.
@@ -120,6 +128,19 @@ TEST_CASE("a JPEG written at quality 95 reads back within a few levels of a smoo
   CHECK(channel(grey, 0) == channel(grey, 2));
 }
 
+TEST_CASE("JPEGs decode to the pixels PIL decodes: chroma subsampling, grey, CMYK, progressive, damaged data") {
+  // tests/reference/make_jpeg_constants.py wrote the files with PIL and decoded them with it.
+  for (const test::jpeg_reference::JpegCase& reference : test::jpeg_reference::kCases) {
+    CAPTURE(reference.what);
+    const Tensor image = data::decode_image(reference.file, reference.what);
+    REQUIRE(image.sizes() == Shape{reference.height, reference.width, 3});
+    const std::vector<double> got = test::values(image);
+    size_t differing = 0;
+    for (size_t i = 0; i < got.size(); ++i) differing += got[i] != reference.rgb[i];
+    CHECK(differing == 0);
+  }
+}
+
 TEST_CASE("a BMP and the first frame of a two-frame GIF decode to their RGB pixels") {
   test::TempDir dir;
   // A 2 x 2, 24-bit BMP: rows stored bottom-up, BGR, each row padded to 4 bytes.
@@ -144,7 +165,7 @@ TEST_CASE("a BMP and the first frame of a two-frame GIF decode to their RGB pixe
   CHECK(test::values(frame) == std::vector<double>{255, 0, 0, 0, 255, 0, 0, 0, 255, 10, 20, 30, 255, 0, 0, 0, 255, 0});
 }
 
-TEST_CASE("a missing, empty, non-image or truncated file fails naming the file and stb's reason") {
+TEST_CASE("a missing, empty, non-image or truncated file fails naming the file and the decoder's reason") {
   test::TempDir dir;
   const std::string missing = dir.path() + "/missing.png";
   CHECK(decode_error(missing) == "read_image: cannot open '" + missing + "': No such file or directory");
@@ -154,16 +175,9 @@ TEST_CASE("a missing, empty, non-image or truncated file fails naming the file a
   const std::string text = dir.path() + "/notes.png";
   write_text(text, "these are not the pixels you are looking for\n");
   CHECK(decode_error(text) == "read_image: cannot decode '" + text +
-                                  "': stb_image says 'unknown image type' (a truncated, corrupt or unsupported file)");
-  // A truncated JPEG is left to stb; a PNG's chunk lengths are checked first (Note [Image size
-  // before decoding] in data/image.cpp), so a truncated one is refused before stb allocates.
-  const std::string whole = dir.path() + "/whole.jpg", truncated = dir.path() + "/truncated.jpg";
-  data::write_jpeg(whole, random_image(16, 16, 3));
-  const std::string bytes = read_text(whole);
-  write_text(truncated, bytes.substr(0, bytes.size() / 2));
-  const std::string message = decode_error(truncated);
-  CHECK(message.starts_with("read_image: cannot decode '" + truncated + "': stb_image says '"));
-  CHECK(message.find("stb_image says ''") == std::string::npos);  // a reason, not an empty string
+                                  "': not a JPEG, PNG, BMP or GIF file (it begins with none of their signatures)");
+  // A PNG's chunk lengths are checked first (Note [Image size before decoding] in
+  // data/image.cpp), so a truncated one is refused before stb allocates.
   const std::string whole_png = dir.path() + "/whole.png", truncated_png = dir.path() + "/truncated.png";
   data::write_png(whole_png, random_image(16, 16, 3));
   const std::string png_bytes = read_text(whole_png);
@@ -171,6 +185,14 @@ TEST_CASE("a missing, empty, non-image or truncated file fails naming the file a
   const std::string png_message = decode_error(truncated_png);
   CHECK(png_message.starts_with("read_image: '" + truncated_png +
                                 "' is a truncated or corrupt PNG: its IDAT chunk at byte "));
+  // An empty first IDAT chunk: stb_image would copy it from a null pointer (docs/testing.md).
+  const size_t idat = png_bytes.find("IDAT") - 4;                    // the chunk starts with its length
+  const std::string empty_idat("\0\0\0\0IDAT\x35\xaf\x06\x1e", 12);  // length 0, type, CRC
+  const std::string empty_first_idat = dir.path() + "/empty_first_idat.png";
+  write_text(empty_first_idat, png_bytes.substr(0, idat) + empty_idat + png_bytes.substr(idat));
+  CHECK(decode_error(empty_first_idat) == "read_image: '" + empty_first_idat + "' is a PNG whose first IDAT chunk is " +
+                                              "empty (at byte " + std::to_string(idat) +
+                                              "), which stb_image does not decode safely");
   const std::string directory = dir.path() + "/folder.png";
   fs::create_directory(directory);
   CHECK(decode_error(directory) == "read_image: '" + directory + "' is a directory, not an image file");
@@ -199,42 +221,131 @@ TEST_CASE("an image whose header claims more pixels than the limit is refused be
                        doctest::Contains("'top_down.bmp' claims 3 x 16777214 pixels"), Error);
 }
 
-TEST_CASE("a JPEG whose Huffman table declares more than 256 codes is refused before stb decodes it") {
-  // stb would write past its 257-entry table (tests/fuzz/open-findings/README.md).
+TEST_CASE("a truncated JPEG fails with libjpeg's reason, even when only its end-of-image marker is missing") {
+  // PIL raises for all of these too (unless ImageFile.LOAD_TRUNCATED_IMAGES is set).
+  const std::string truncated_error =
+      "': libjpeg says 'Premature end of JPEG file' (a truncated, corrupt or unsupported file)";
+  const std::string expected = "read_image: cannot decode 'cut.jpg" + truncated_error;
+  const auto& cases = test::jpeg_reference::kCases;
+  for (const auto* reference : {&cases[0], &cases[5]}) {  // a baseline and a progressive file
+    CAPTURE(reference->what);
+    const std::span<const uint8_t> file(reference->file);
+    for (const size_t kept : {file.size() / 2, file.size() - 2}) {
+      CAPTURE(kept);
+      CHECK_THROWS_WITH_AS(data::decode_image(file.first(kept), "cut.jpg"), expected.c_str(), Error);
+    }
+  }
+  test::TempDir dir;  // and through read_image, naming the path
+  const std::string path = dir.path() + "/truncated.jpg";
+  const std::vector<uint8_t>& whole = cases[0].file;
+  write_text(path, std::string(whole.begin(), whole.begin() + 300));
+  CHECK(decode_error(path) == "read_image: cannot decode '" + path + truncated_error);
+}
+
+TEST_CASE(
+    "a corrupt JPEG fails with libjpeg's reason, and one with fill bytes before its first marker is not decoded") {
   test::TempDir dir;
   const std::string path = dir.path() + "/huffman.jpg";
   data::write_jpeg(path, random_image(8, 8, 3));
   std::string bytes = read_text(path);
   const size_t dht = bytes.find(std::string("\xFF\xC4", 2));
   REQUIRE(dht != std::string::npos);
-  for (size_t length = 1; length <= 16; ++length) bytes[dht + 4 + length] = 0x20;  // 16 x 32 codes
+  // A Huffman table of 16 x 32 codes, more than the 256 a table can hold (stb_image wrote past its
+  // table on such a file: docs/testing.md).
+  for (size_t length = 1; length <= 16; ++length) bytes[dht + 4 + length] = 0x20;
   write_text(path, bytes);
-  CHECK(decode_error(path) == "read_image: '" + path + "' is a corrupt JPEG: the Huffman table at byte " +
-                                  std::to_string(dht + 4) + " declares 512 codes, more than the 256 a table can hold");
+  CHECK(decode_error(path) == "read_image: cannot decode '" + path +
+                                  "': libjpeg says 'Bogus Huffman table definition' (a truncated, corrupt or "
+                                  "unsupported file)");
+  // libjpeg wants the start-of-image marker first; stb_image would skip 0xFF fill bytes before it
+  // and decode the file with its own JPEG decoder (Note [Which decoder sees a file] in data/image.cpp).
+  const std::vector<uint8_t>& good = test::jpeg_reference::kCases[0].file;
+  const std::string padded = std::string("\xFF", 1) + std::string(good.begin(), good.end());
+  CHECK_THROWS_WITH_AS(data::decode_image(as_bytes(padded), "padded.jpg"),
+                       "read_image: cannot decode 'padded.jpg': not a JPEG, PNG, BMP or GIF file (it begins with none "
+                       "of their signatures)",
+                       Error);
 }
 
-TEST_CASE("decoding in several threads at once gives each bad file its own stb reason") {
+TEST_CASE("a JPEG whose header claims more pixels than the limit is refused before its pixels are allocated") {
+  const test::jpeg_reference::JpegCase& reference = test::jpeg_reference::kCases[0];  // 13 x 11
+  CHECK(data::decode_image(reference.file, "small.jpg", 143).sizes() == Shape{11, 13, 3});
+  CHECK_THROWS_WITH_AS(data::decode_image(reference.file, "small.jpg", 142),
+                       "read_image: 'small.jpg' claims 13 x 11 pixels, more than the 142 an image may have (a corrupt "
+                       "file or a decompression bomb)",
+                       Error);
+  // The frame header (SOF0: length, precision, height, width) made to claim 60000 x 50000 pixels:
+  // 9 GB of pixels, refused with the default limit before a byte of them is allocated.
+  std::vector<uint8_t> bomb = reference.file;
+  const std::string sof0("\xFF\xC0", 2);
+  const auto at = std::search(bomb.begin(), bomb.end(), sof0.begin(), sof0.end(),
+                              [](uint8_t byte, char expected) { return byte == static_cast<uint8_t>(expected); });
+  REQUIRE(at != bomb.end());
+  const size_t sof = static_cast<size_t>(at - bomb.begin());
+  const uint8_t sizes[4] = {50000 >> 8, 50000 & 0xFF, 60000 >> 8, 60000 & 0xFF};  // height, width; big-endian
+  std::copy(sizes, sizes + 4, bomb.begin() + static_cast<std::ptrdiff_t>(sof + 5));
+  CHECK_THROWS_WITH_AS(data::decode_image(bomb, "bomb.jpg"),
+                       doctest::Contains("'bomb.jpg' claims 60000 x 50000 pixels, more than the 178956970"), Error);
+}
+
+TEST_CASE("a BMP whose pixel rows run past the end of the file, or start inside its headers, is refused") {
+  // stb_image would decode the missing rows as zeros (a black image) and, for the second file,
+  // read its pixels through a palette it never filled (data/image_checks.cpp).
+  const std::string header = std::string("BM") + std::string("\x56\xbf\x02\0\0\0\0\0\x36\0\0\0", 12) +
+                             std::string("\x28\0\0\0\x2c\x01\0\0\xc8\0\0\0\x01\0\x18\0", 16) +
+                             std::string(24, '\0');  // 300 x 200, 24 bits, pixels at byte 54
+  CHECK_THROWS_WITH_AS(data::decode_image(as_bytes(header), "short.bmp"),
+                       "read_image: 'short.bmp' is a truncated BMP: its header puts 300 x 200 pixels of 24 bits at "
+                       "bytes 54 to 180054, but the file has 54 bytes",
+                       Error);
+  test::TempDir dir;  // through read_image, naming the path, one byte short
+  const std::string path = dir.path() + "/one_byte_short.bmp";
+  write_text(path, header + std::string(180000 - 1, '\x7f'));
+  CHECK(decode_error(path) == "read_image: '" + path +
+                                  "' is a truncated BMP: its header puts 300 x 200 pixels of 24 bits at bytes 54 to "
+                                  "180054, but the file has 180053 bytes");
+  write_text(path, header + std::string(180000, '\x7f'));
+  CHECK(test::values(data::read_image(path)) == std::vector<double>(300 * 200 * 3, 127.0));
+  // An 8-bit BMP whose pixels begin at byte 30, inside its 54 bytes of headers.
+  std::string inside = header;
+  inside[10] = 30;  // the pixels' offset
+  inside[28] = 8;   // bits a pixel
+  inside += std::string(300 * 200, '\0');
+  CHECK_THROWS_WITH_AS(data::decode_image(as_bytes(inside), "inside.bmp"),
+                       "read_image: 'inside.bmp' is a BMP that stb_image misreads: its 8-bit pixels at byte 30 begin "
+                       "before the end of its headers and palette as stb_image reads them",
+                       Error);
+}
+
+TEST_CASE("decoding in several threads at once gives each bad file its own reason") {
   // stb's failure reason is per thread (Note [Decoding in worker threads] in data/image.cpp): with a
-  // shared one, a thread could report the reason of another thread's failure.
+  // shared one, a thread could report the reason of another thread's failure. libjpeg's message is
+  // per decode.
   test::TempDir dir;
-  const std::string good = dir.path() + "/good.jpg", text = dir.path() + "/text.gif",
+  const std::string good = dir.path() + "/good.jpg", not_gif = dir.path() + "/not.gif", rle = dir.path() + "/rle.bmp",
                     truncated = dir.path() + "/truncated.jpg";
   data::write_jpeg(good, random_image(64, 64, 3));
-  write_text(text, "GIF? no: plain text");
+  write_text(not_gif, "GIF8? no: plain text");
+  // A BMP compressed with run lengths (compression 1), which stb does not decode.
+  write_text(rle, std::string("BM") + std::string("\x3a\0\0\0\0\0\0\0\x36\0\0\0", 12) +
+                      std::string("\x28\0\0\0\x01\0\0\0\x01\0\0\0\x01\0\x08\0\x01\0\0\0", 20) + std::string(24, '\0'));
   const std::string bytes = read_text(good);
   write_text(truncated, bytes.substr(0, bytes.size() / 3));
-  const std::string text_error = decode_error(text), truncated_error = decode_error(truncated);
-  REQUIRE(text_error != truncated_error);
+  const std::vector<std::string> bad = {not_gif, rle, truncated};
+  std::vector<std::string> expected;
+  for (const std::string& path : bad) expected.push_back(decode_error(path));
+  REQUIRE(expected[0].find("stb_image says 'unknown image type'") != std::string::npos);
+  REQUIRE(expected[1].find("stb_image says 'BMP RLE'") != std::string::npos);
+  REQUIRE(expected[2].find("libjpeg says 'Premature end of JPEG file'") != std::string::npos);
   const std::vector<double> good_pixels = test::values(data::read_image(good));
 
   std::vector<std::string> failures(4);
   std::vector<std::thread> threads;
   for (size_t t = 0; t < failures.size(); ++t)
     threads.emplace_back([&, t] {
-      for (int i = 0; i < 30; ++i) {
-        const std::string& bad = (i + t) % 2 == 0 ? text : truncated;
-        const std::string& expected = (i + t) % 2 == 0 ? text_error : truncated_error;
-        if (decode_error(bad) != expected) failures[t] = "wrong message for " + bad;
+      for (size_t i = 0; i < 30; ++i) {
+        const size_t which = (i + t) % bad.size();
+        if (decode_error(bad[which]) != expected[which]) failures[t] = "wrong message for " + bad[which];
         if (test::values(data::read_image(good)) != good_pixels) failures[t] = "wrong pixels";
       }
     });

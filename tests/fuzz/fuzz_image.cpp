@@ -1,5 +1,6 @@
-// Fuzz target: image decoding as ImageFolder does it (data/image.cpp, stb_image underneath) on
-// arbitrary bytes: JPEG, PNG, BMP and GIF, grey, grey + alpha, RGB and RGBA. A file that is not an
+// Fuzz target: image decoding as ImageFolder does it (data/image.cpp) on arbitrary bytes: JPEG
+// (libjpeg-turbo, the system library), PNG, BMP and GIF (stb_image, compiled into this target:
+// stb_image_instrumented.cpp), grey, grey + alpha, RGB, RGBA and CMYK. A file that is not an
 // image is an sg::Error naming it; a decoded one is u8 [H, W, 3]. The pixel limit is lowered to
 // 2^18 (512 x 512) so that what it lets through stays far under the fuzzer's allocation limit
 // (64 MiB) and each input decodes quickly: the check itself is what is tested.

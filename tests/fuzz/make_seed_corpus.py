@@ -90,6 +90,10 @@ try:  # JPEG and GIF need an encoder; with Pillow absent the checked-in ones sta
         out = io.BytesIO()
         picture.save(out, format="JPEG" if name.endswith("jpg") else "GIF", **options)
         write("fuzz_image", name, out.getvalue())
+    for name, mode in {"grey.jpg": "L", "cmyk.jpg": "CMYK"}.items():  # the other JPEG colour conversions
+        out = io.BytesIO()
+        picture.convert(mode).save(out, format="JPEG")
+        write("fuzz_image", name, out.getvalue())
 except ImportError:
     pass
 
