@@ -19,13 +19,13 @@ namespace {
 std::mutex reducer_mutex;
 FoundInfReducer found_inf_reducer;  // guarded by reducer_mutex
 
-void reduce_found_inf(Tensor& found_inf) {
+void reduce_found_inf(Tensor& found_inf, const TensorList& gradients) {
   FoundInfReducer reducer;
   {
     std::lock_guard<std::mutex> lock(reducer_mutex);
     reducer = found_inf_reducer;
   }
-  if (reducer) reducer(found_inf);
+  if (reducer) reducer(found_inf, gradients);
 }
 
 void check_factors(const char* where, double scale, double growth_factor, double backoff_factor,
@@ -101,9 +101,11 @@ void GradScaler::unscale_(optim::Optimizer& optimizer) {
       if (flag.device() == device) return flag;
     return flags.emplace_back(zeros({1}, {DType::f32, device}));
   };
+  TensorList checked;
   for (const Tensor& param : optimizer.all_params()) {
     const Tensor& grad = param.grad();
     if (!grad.defined()) continue;
+    checked.push_back(grad);
     SG_CHECK(grad.dtype() != DType::f16, "GradScaler::unscale_: a parameter of shape ", shape_str(param.sizes()),
              " has an f16 gradient; unscaled f16 gradients underflow, which the scaler exists to prevent. Keep the "
              "parameters in f32 and let autocast cast them (their gradients are then f32)");
@@ -112,7 +114,7 @@ void GradScaler::unscale_(optim::Optimizer& optimizer) {
   Tensor found_inf = zeros({1}, {DType::f32});
   for (const Tensor& flag : flags)
     if (flag.item<float>() > 0) found_inf.fill_(1.0);
-  reduce_found_inf(found_inf);
+  reduce_found_inf(found_inf, checked);
   record.found_inf = found_inf.item<float>() > 0;
   record.stage = Stage::unscaled;
 }

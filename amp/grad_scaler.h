@@ -57,10 +57,12 @@ struct GradScalerState {
 
 // Under data parallelism every rank must skip the same steps, or their parameters drift apart.
 // The dist layer registers a reducer when a process group starts: it receives the one-element
-// f32 found_inf flag (1: this rank found inf/NaN) and must leave in it a value > 0 if any rank's
-// flag was 1 (an all-reduce with MAX or SUM).
+// f32 found_inf flag (1: this rank found inf/NaN) and the gradients that were checked, and must
+// leave in the flag a value > 0 if any rank's flag was 1 (an all-reduce with MAX or SUM). The
+// gradients let it see when that is known already: gradients that DDP averaged over every rank
+// carry an inf from any rank to all of them.
 // unscale_ calls it once per optimizer per step; with none registered the flag stays local.
-using FoundInfReducer = std::function<void(Tensor& found_inf)>;
+using FoundInfReducer = std::function<void(Tensor& found_inf, const TensorList& gradients)>;
 void set_found_inf_reducer(FoundInfReducer reducer);  // an empty function removes it
 
 class GradScaler {

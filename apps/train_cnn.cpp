@@ -94,8 +94,9 @@ struct Evaluation {
   double accuracy = 0;
 };
 
-// Every rank evaluates its share of the test set; the per-image results are gathered without
-// the images the sampler repeated to pad the shares, so the figures are over exactly the test set.
+// Every rank evaluates its share of the test set; each batch's per-image results are gathered
+// without the images the sampler repeated to pad the shares, so the figures are over exactly the
+// test set.
 Evaluation evaluate(const Config& config, sg::dist::Accelerator& accelerator, sg::nn::Module& model,
                     sg::data::DataLoader& loader) {
   sg::NoGradGuard no_grad;
@@ -103,16 +104,17 @@ Evaluation evaluate(const Config& config, sg::dist::Accelerator& accelerator, sg
   sg::TensorList losses, correct;
   for (const sg::data::Batch& batch : loader) {
     const sg::Tensor output = model(batch.input);
-    losses.push_back(config.model == "basicnet"
-                         ? sg::nn::functional::nll_loss(output, batch.target, {.reduction = sg::Reduction::none})
-                         : sg::nn::functional::cross_entropy(output, batch.target, {.reduction = sg::Reduction::none}));
-    correct.push_back(sg::eq(sg::argmax(output, 1), batch.target).to(sg::DType::f32));
+    const sg::Tensor loss =
+        config.model == "basicnet"
+            ? sg::nn::functional::nll_loss(output, batch.target, {.reduction = sg::Reduction::none})
+            : sg::nn::functional::cross_entropy(output, batch.target, {.reduction = sg::Reduction::none});
+    const sg::TensorList gathered =
+        accelerator.gather_for_metrics({loss, sg::eq(sg::argmax(output, 1), batch.target).to(sg::DType::f32)});
+    losses.push_back(gathered[0]);
+    correct.push_back(gathered[1]);
   }
   model.train();
-  const int64_t test_size = loader.dataset().size();
-  const sg::Tensor all_losses = accelerator.gather_for_metrics(sg::cat(losses), test_size);
-  const sg::Tensor all_correct = accelerator.gather_for_metrics(sg::cat(correct), test_size);
-  return {all_losses.mean().item(), 100.0 * all_correct.mean().item()};
+  return {sg::cat(losses).mean().item(), 100.0 * sg::cat(correct).mean().item()};
 }
 
 int run(const Config& config) {

@@ -101,15 +101,15 @@ double evaluate(sg::dist::Accelerator& accelerator, sg::nn::Module& model, sg::d
     for (const sg::data::Batch& batch : loader) {
       const sg::Tensor logits = model(batch.input);
       const int64_t B = logits.size(0), T = logits.size(1);
-      losses.push_back(sg::nn::functional::cross_entropy(logits.reshape({B * T, -1}), batch.target.reshape({-1}),
-                                                         {.ignore_index = -1, .reduction = sg::Reduction::none})
-                           .reshape({B, T})
-                           .mean({1}));
+      losses.push_back(accelerator.gather_for_metrics(
+          sg::nn::functional::cross_entropy(logits.reshape({B * T, -1}), batch.target.reshape({-1}),
+                                            {.ignore_index = -1, .reduction = sg::Reduction::none})
+              .reshape({B, T})
+              .mean({1})));
     }
   }
   model.train();
-  const sg::Tensor local = losses.empty() ? sg::zeros({0}, {sg::DType::f32, accelerator.device()}) : sg::cat(losses);
-  return accelerator.gather_for_metrics(local, loader.dataset().size()).mean().item();
+  return losses.empty() ? std::numeric_limits<double>::quiet_NaN() : sg::cat(losses).mean().item();
 }
 
 int train(const RunConfig& config, const AppOptions& app) {

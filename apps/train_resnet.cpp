@@ -97,21 +97,22 @@ sg::TensorList freeze_all_but_fc(sg::nn::Module& model, bool freeze) {
   return trainable;
 }
 
-// Every rank classifies its share of the validation images; the per-image results are gathered
-// without the images the sampler repeated to pad the shares (the recipe counts those), so the
-// accuracy is over exactly the validation set. Returns the number of correct images.
+// Every rank classifies its share of the validation images; each batch's per-image results are
+// gathered without the images the sampler repeated to pad the shares (the recipe counts those),
+// so the accuracy is over exactly the validation set. Returns the number of correct images.
 int64_t count_correct(sg::dist::Accelerator& accelerator, sg::nn::Module& model, sg::data::DataLoader& loader) {
   sg::NoGradGuard no_grad;
   model.eval();
-  sg::TensorList correct;
+  double correct = 0;
   {
     const sg::amp::AutocastGuard autocast = accelerator.autocast();
-    for (const sg::data::Batch& batch : loader)
-      correct.push_back(sg::eq(sg::argmax(model(batch.input), 1), batch.target).to(sg::DType::f32));
+    for (const sg::data::Batch& batch : loader) {
+      const sg::Tensor hits = sg::eq(sg::argmax(model(batch.input), 1), batch.target).to(sg::DType::f32);
+      correct += accelerator.gather_for_metrics(hits).sum().item();
+    }
   }
   model.train();
-  const sg::Tensor local = correct.empty() ? sg::zeros({0}, {sg::DType::f32, accelerator.device()}) : sg::cat(correct);
-  return std::llround(accelerator.gather_for_metrics(local, loader.dataset().size()).sum().item());
+  return std::llround(correct);
 }
 
 // The mean of the epoch's batch losses over every rank's batches (the recipe's reduce_value).

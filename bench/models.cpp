@@ -178,9 +178,9 @@ int train_steps(const Options& options, sg::dist::Accelerator& accelerator) {
     if (step < options.warmup) continue;
     milliseconds.push_back(elapsed);
     if (ddp != nullptr) {
-      backward.push_back(ddp->reducer().last_step_times().backward_ms);
-      ddp_wait.push_back(ddp->reducer().last_step_times().wait_ms);
-      all_reduce.push_back(ddp->reducer().last_step_times().all_reduce_ms);
+      backward.push_back(ddp->last_step_times().backward_ms);
+      ddp_wait.push_back(ddp->last_step_times().wait_ms);
+      all_reduce.push_back(ddp->last_step_times().all_reduce_ms);
     }
   }
   const double ms = median(milliseconds);

@@ -6,6 +6,7 @@
 #include <map>
 #include <mutex>
 #include <thread>
+#include <utility>
 
 #include "core/cuda/runtime.h"
 #include "core/factory.h"
@@ -53,15 +54,20 @@ Batch default_collate(const std::vector<Example>& examples) {
 class DataLoader::Iterator::Pass {
 public:
   Pass(std::shared_ptr<const Dataset> dataset, Collate collate, std::vector<std::vector<int64_t>> batches,
-       uint64_t seed, int64_t epoch, int num_workers, int prefetch_factor, bool pin_memory, Device device)
+       uint64_t seed, PassStart start, int num_workers, int prefetch_factor, bool pin_memory, Device device,
+       std::shared_ptr<PassObserver> observer)
       : dataset_(std::move(dataset)),
         collate_(std::move(collate)),
         batches_(std::move(batches)),
         seed_(seed),
-        epoch_(epoch),
+        epoch_(start.epoch),
         window_(static_cast<int64_t>(num_workers) * prefetch_factor),
         pin_memory_(pin_memory),
-        device_(device) {
+        device_(device),
+        observer_(std::move(observer)),
+        current_(start.first_batch - 1),
+        next_to_claim_(start.first_batch),
+        next_to_deliver_(start.first_batch) {
     try {
       for (int w = 0; w < num_workers; ++w) workers_.emplace_back([this] { work(); });
     } catch (...) {  // could not start every thread: stop those that did start
@@ -69,7 +75,10 @@ public:
       throw;
     }
   }
-  ~Pass() { stop_and_join(); }
+  ~Pass() {
+    stop_and_join();
+    if (observer_) observer_->pass_ends();
+  }
 
   bool at_end() const { return current_ == static_cast<int64_t>(batches_.size()); }
   const Batch& batch() const { return batch_; }
@@ -82,6 +91,7 @@ public:
     if (at_end()) return;
     if (workers_.empty()) {
       batch_ = on_device(make_batch(next));
+      if (observer_) observer_->batch_begins(next);
       return;
     }
     Outcome outcome;
@@ -96,6 +106,7 @@ public:
     work_available_.notify_all();
     if (outcome.error) std::rethrow_exception(outcome.error);
     batch_ = on_device(std::move(outcome.batch));
+    if (observer_) observer_->batch_begins(next);
   }
 
 private:
@@ -173,12 +184,13 @@ private:
   const int64_t window_;   // batches claimed by workers but not yet delivered, at most
   const bool pin_memory_;  // only when a GPU is usable (DataLoader's constructor decides)
   const Device device_;
-  int64_t current_ = -1;  // index of batch_
+  const std::shared_ptr<PassObserver> observer_;
+  int64_t current_;  // index of batch_ (a pass may begin after batch 0: skip_first_batches)
   Batch batch_;
 
   std::mutex mutex_;  // guards the three members below
-  int64_t next_to_claim_ = 0;
-  int64_t next_to_deliver_ = 0;
+  int64_t next_to_claim_;
+  int64_t next_to_deliver_;
   std::map<int64_t, Outcome> ready_;    // made but not yet delivered, by batch index
   std::atomic<bool> stopping_ = false;  // also read without the lock between examples
   std::condition_variable work_available_;
@@ -218,6 +230,15 @@ std::shared_ptr<const Sampler> choose_sampler(const Dataset& dataset, const Data
   return std::make_shared<SequentialSampler>(dataset.size());
 }
 
+std::shared_ptr<const BatchSampler> choose_batch_sampler(const Dataset& dataset, const DataLoaderOptions& options) {
+  if (!options.batch_sampler)
+    return std::make_shared<BatchSampler>(choose_sampler(dataset, options), options.batch_size, options.drop_last);
+  SG_CHECK(!options.sampler && !options.shuffle && !options.drop_last,
+           "DataLoader: the batch_sampler option is mutually exclusive with sampler, shuffle and drop_last "
+           "(the batch sampler decides the batches)");
+  return options.batch_sampler;
+}
+
 const Dataset& checked(const std::shared_ptr<const Dataset>& dataset) {
   SG_CHECK(dataset != nullptr, "DataLoader: the dataset is null");
   return *dataset;
@@ -227,7 +248,7 @@ const Dataset& checked(const std::shared_ptr<const Dataset>& dataset) {
 DataLoader::DataLoader(std::shared_ptr<const Dataset> dataset, DataLoaderOptions options)
     : dataset_(std::move(dataset)),
       options_(std::move(options)),
-      batch_sampler_(choose_sampler(checked(dataset_), options_), options_.batch_size, options_.drop_last) {
+      batch_sampler_(choose_batch_sampler(checked(dataset_), options_)) {
   SG_CHECK(options_.num_workers >= 0, "DataLoader: num_workers must be non-negative, got ", options_.num_workers);
   SG_CHECK(options_.prefetch_factor >= 1, "DataLoader: prefetch_factor must be at least 1, got ",
            options_.prefetch_factor);
@@ -241,11 +262,27 @@ DataLoader::DataLoader(std::shared_ptr<const Dataset> dataset, DataLoaderOptions
   options_.pin_memory = options_.pin_memory && cuda::is_available();
 }
 
+void DataLoader::skip_first_batches(int64_t batches) {
+  SG_CHECK(batches >= 0 && batches <= size(), "DataLoader::skip_first_batches: expected 0 to ", size(),
+           " batches (one epoch), got ", batches);
+  skip_ = batches;
+}
+
 DataLoader::Iterator DataLoader::begin() {
-  auto pass = std::make_unique<Iterator::Pass>(dataset_, options_.collate, batch_sampler_.batches(epoch_),
-                                               options_.seed, epoch_, options_.num_workers, options_.prefetch_factor,
-                                               options_.pin_memory, options_.device);
-  ++epoch_;
+  PassStart start{epoch_, std::exchange(skip_, 0)};
+  if (options_.observer) start = options_.observer->pass_begins(start);
+  std::unique_ptr<Iterator::Pass> pass;
+  try {
+    SG_CHECK(start.first_batch >= 0 && start.first_batch <= size(), "DataLoader: a pass cannot begin at batch ",
+             start.first_batch, " of ", size());
+    pass = std::make_unique<Iterator::Pass>(dataset_, options_.collate, batch_sampler_->batches(start.epoch),
+                                            options_.seed, start, options_.num_workers, options_.prefetch_factor,
+                                            options_.pin_memory, options_.device, options_.observer);
+  } catch (...) {  // the observer heard the pass begin; it must hear it end
+    if (options_.observer) options_.observer->pass_ends();
+    throw;
+  }
+  epoch_ = start.epoch + 1;
   return Iterator(std::move(pass));
 }
 

@@ -17,6 +17,13 @@
 // a worker is stored with its batch and rethrown by the consumer when it reaches that batch.
 // Leaving the loop (break, exception) destroys the iterator, which tells the workers to stop
 // (they check between examples) and joins them.
+//
+// Note [Following a loader's passes]
+// A PassObserver in the options hears where each pass begins, each batch just before the loop
+// body sees it, and the end of the pass (the iterator's destruction: finished, break or
+// exception), on the consuming thread. dist::Accelerator follows its loaders this way: which
+// batch the loop is on decides what gather_for_metrics drops and when gradients synchronise,
+// and the pass in progress is what save_state records and load_state resumes.
 #include <cstddef>
 #include <functional>
 #include <iterator>
@@ -41,6 +48,23 @@ using Collate = std::function<Batch(const std::vector<Example>&)>;
 // A field undefined in every example (a data set without targets) stays undefined.
 Batch default_collate(const std::vector<Example>& examples);
 
+// Where a pass begins: its epoch and the first batch of that epoch it hands out.
+struct PassStart {
+  int64_t epoch = 0;
+  int64_t first_batch = 0;
+};
+
+// Follows a loader's passes (Note [Following a loader's passes]).
+class PassObserver {
+public:
+  virtual ~PassObserver() = default;
+  // A pass is about to begin at `planned`; returns where it begins (the Accelerator moves it to
+  // a position restored by load_state).
+  virtual PassStart pass_begins(PassStart planned) = 0;
+  virtual void batch_begins(int64_t batch) = 0;  // the loop body is about to see batch `batch`
+  virtual void pass_ends() = 0;
+};
+
 // Defaults are torch's, except the explicit shuffling seed (DESIGN: every draw is seeded).
 struct DataLoaderOptions {
   int64_t batch_size = 1;
@@ -53,6 +77,10 @@ struct DataLoaderOptions {
   Collate collate = {};     // empty: default_collate
   // Decides the order instead of `shuffle` (e.g. a DistributedSampler); excludes shuffle = true.
   std::shared_ptr<const Sampler> sampler = {};
+  // Decides the batches themselves (torch's batch_sampler=, e.g. a DistributedBatchSampler);
+  // excludes sampler, shuffle and drop_last, and its own batch size replaces batch_size.
+  std::shared_ptr<const BatchSampler> batch_sampler = {};
+  std::shared_ptr<PassObserver> observer = {};  // Note [Following a loader's passes]
   // Batches in page-locked host memory, from which a GPU copies at full speed. Without a usable
   // GPU there is no page-locked memory and the option is ignored, as torch's (which only warns).
   bool pin_memory = false;
@@ -68,13 +96,17 @@ public:
 
   explicit DataLoader(std::shared_ptr<const Dataset> dataset, DataLoaderOptions options = {});
 
-  int64_t size() const { return batch_sampler_.size(); }  // batches per epoch
+  int64_t size() const { return batch_sampler_->size(); }  // batches per epoch
   const Dataset& dataset() const { return *dataset_; }
 
   // Each call to begin() is one pass and uses the next epoch number (Note [Epochs and
   // shuffling] in data/sampler.h); set_epoch chooses the one the next pass uses, e.g. on resume.
   int64_t epoch() const { return epoch_; }
   void set_epoch(int64_t epoch) { epoch_ = epoch; }
+  // The next pass starts at batch `batches` of its epoch, the earlier ones skipped unread
+  // (Accelerate's skip_first_batches, for a resume in the middle of an epoch); later passes are
+  // whole again.
+  void skip_first_batches(int64_t batches);
 
   Iterator begin();
   std::default_sentinel_t end() const { return {}; }
@@ -82,8 +114,9 @@ public:
 private:
   std::shared_ptr<const Dataset> dataset_;
   DataLoaderOptions options_;
-  BatchSampler batch_sampler_;
+  std::shared_ptr<const BatchSampler> batch_sampler_;
   int64_t epoch_ = 0;
+  int64_t skip_ = 0;  // batches the next pass skips
 };
 
 // One pass over the loader; owns its worker threads, which stop when it is destroyed.

@@ -53,11 +53,16 @@ private:
 
 // Groups a sampler's indices into batches of `batch_size`, in order. The last batch is smaller
 // when the size does not divide evenly, or dropped when `drop_last` (torch's BatchSampler).
+// A subclass may reshape the batches (data::DistributedBatchSampler); a DataLoader takes one
+// through DataLoaderOptions::batch_sampler, as torch's takes batch_sampler=.
 class BatchSampler {
 public:
   BatchSampler(std::shared_ptr<const Sampler> sampler, int64_t batch_size, bool drop_last);
-  int64_t size() const;  // batches per epoch
-  std::vector<std::vector<int64_t>> batches(int64_t epoch) const;
+  virtual ~BatchSampler() = default;
+  virtual int64_t size() const;  // batches per epoch
+  virtual std::vector<std::vector<int64_t>> batches(int64_t epoch) const;
+  int64_t batch_size() const { return batch_size_; }
+  bool drop_last() const { return drop_last_; }
 
 private:
   std::shared_ptr<const Sampler> sampler_;

@@ -6,9 +6,11 @@
 
 #include <nlohmann/json.hpp>
 
+#include "autograd/ops_index.h"
 #include "core/cuda/runtime.h"
 #include "core/factory.h"
 #include "core/generator.h"
+#include "data/distributed_batch_sampler.h"
 #include "data/distributed_sampler.h"
 #include "dist/dist.h"
 #include "dist/environment.h"
@@ -59,7 +61,39 @@ const AcceleratorOptions& default_options() {
   return options;
 }
 
+// The save_state metadata entry of the loaders' positions: one JSON value per prepared loader,
+// null for a loader between passes.
+std::string positions_to_json(const std::vector<std::optional<LoaderPosition>>& positions) {
+  nlohmann::json json = nlohmann::json::array();
+  for (const auto& position : positions)
+    json.push_back(position ? nlohmann::json{{"epoch", position->epoch}, {"batch", position->batch}} : nullptr);
+  return json.dump();
+}
+
+std::vector<std::optional<LoaderPosition>> positions_from_json(const std::string& text) {
+  std::vector<std::optional<LoaderPosition>> positions;
+  for (const nlohmann::json& entry : nlohmann::json::parse(text)) {
+    if (entry.is_null()) positions.emplace_back();
+    else positions.push_back(LoaderPosition{entry.at("epoch").get<int64_t>(), entry.at("batch").get<int64_t>()});
+  }
+  return positions;
+}
+
+// `rows` ([n, ...]) followed by zero rows up to `count`.
+Tensor padded_rows(const Tensor& rows, int64_t count) {
+  if (rows.size(0) == count) return rows;
+  Shape shape = rows.sizes();
+  shape[0] = count - rows.size(0);
+  return cat({rows, zeros(shape, {rows.dtype(), rows.device()})});
+}
+
+constexpr const char* kReservedKeys[] = {"scheduler", "rng", "grad_scaler", "loaders"};
+
 }  // namespace
+
+void set_seed(uint64_t seed, bool device_specific) {
+  manual_seed(device_specific ? seed + static_cast<uint64_t>(get_rank()) : seed);
+}
 
 // One shared default, rather than a temporary per call: GCC 12 at -O3 warns (wrongly) that the
 // temporary's strings may be used uninitialised when it is destroyed.
@@ -70,6 +104,8 @@ Accelerator::Accelerator(const AcceleratorOptions& options)
       scaler_({.enabled = options_.mixed_precision == "f16"}) {
   SG_CHECK(options_.mixed_precision == "no" || options_.mixed_precision == "f16" || options_.mixed_precision == "bf16",
            "Accelerator: mixed_precision must be \"no\", \"f16\" or \"bf16\", got \"", options_.mixed_precision, "\"");
+  SG_CHECK(options_.gradient_accumulation_steps >= 1,
+           "Accelerator: gradient_accumulation_steps must be at least 1, got ", options_.gradient_accumulation_steps);
   const std::optional<LaunchEnvironment> environment = launch_environment();
   device_ = choose_device(options_.device, environment.has_value() ? environment->local_rank : 0);
   // The current device is where the CUDA runtime puts work that names no device; NCCL binds
@@ -111,12 +147,24 @@ optim::LRScheduler& Accelerator::prepare(optim::LRScheduler& scheduler) {
 }
 
 data::DataLoader Accelerator::prepare(std::shared_ptr<const data::Dataset> dataset, data::DataLoaderOptions options) {
-  SG_CHECK(options.sampler == nullptr,
+  SG_CHECK(options.sampler == nullptr && options.batch_sampler == nullptr,
            "Accelerator::prepare(loader): the options already name a sampler; the accelerator supplies the "
            "DistributedSampler itself (set shuffle and seed instead)");
-  options.sampler = std::make_shared<data::DistributedSampler>(dataset->size(), num_processes(), process_index(),
-                                                               options.shuffle, options.seed);
-  options.shuffle = false;  // the sampler decides the order
+  SG_CHECK(dataset != nullptr, "Accelerator::prepare(loader): the dataset is null");
+  if (options_.split_batches) {
+    SG_CHECK(options.batch_size % num_processes() == 0, "Accelerator::prepare(loader): with split_batches the batch ",
+             "size is that of all processes together, so it must be a multiple of the ", num_processes(),
+             " processes; got ", options.batch_size);
+    options.batch_size /= num_processes();
+  }
+  auto sampler = std::make_shared<data::DistributedSampler>(dataset->size(), num_processes(), process_index(),
+                                                            options.shuffle, options.seed);
+  auto batches = std::make_shared<data::DistributedBatchSampler>(std::move(sampler), options.batch_size,
+                                                                 options.drop_last, options_.even_batches);
+  options.observer = loaders_.track(batches);
+  options.batch_sampler = std::move(batches);  // it decides order and batches
+  options.shuffle = false;
+  options.drop_last = false;
   options.device = device_;
   return data::DataLoader(std::move(dataset), std::move(options));
 }
@@ -126,39 +174,163 @@ amp::AutocastGuard Accelerator::autocast() const {
                             options_.mixed_precision != "no");
 }
 
-void Accelerator::backward(const Tensor& loss) { scaler_.scale(loss).backward(); }
+// The share of the batch in progress in the training rows of its accumulation window (the batches
+// from the last sync step to the next, over every rank). DDP averages the ranks' gradients, so
+// the rank's weight is W times that share; with equal full batches it is 1/k.
+double Accelerator::loss_weight() const {
+  const int steps = options_.gradient_accumulation_steps;
+  const std::optional<LoaderTracker::Current> current = loaders_.current();
+  if (!current.has_value()) return 1.0 / steps;
+  const data::DistributedBatchSampler& batches = *current->batches;
+  const int64_t window_begin = current->batch / steps * steps;
+  const int64_t window_end = std::min(window_begin + steps, batches.size());
+  int64_t window_rows = 0;
+  for (int64_t batch = window_begin; batch < window_end; ++batch)
+    for (int rank = 0; rank < num_processes(); ++rank) window_rows += batches.training_rows(rank, batch);
+  const int64_t rows = batches.training_rows(process_index(), current->batch);
+  return static_cast<double>(rows * num_processes()) / static_cast<double>(window_rows);
+}
+
+void Accelerator::backward(const Tensor& loss) {
+  const double weight = loss_weight();
+  scaler_.scale(weight == 1.0 ? loss : loss * weight).backward();
+}
+
+Accelerator::GradientAccumulation::GradientAccumulation(DistributedDataParallel* hold_back) {
+  if (hold_back != nullptr) no_sync_.emplace(*hold_back);
+}
+
+Accelerator::GradientAccumulation Accelerator::accumulate(nn::Module& model) {
+  const int steps = options_.gradient_accumulation_steps;
+  if (const std::optional<LoaderTracker::Current> current = loaders_.current()) {
+    const int64_t done = current->batch + 1;  // batches of the epoch once this one is through
+    sync_gradients_ = done % steps == 0 || done == current->batches->size();
+  } else {
+    micro_batches_ = (micro_batches_ + 1) % steps;
+    sync_gradients_ = micro_batches_ == 0;
+  }
+  return GradientAccumulation(sync_gradients_ ? nullptr : dynamic_cast<DistributedDataParallel*>(&model));
+}
 
 bool Accelerator::step(optim::Optimizer& optimizer) {
+  if (!sync_gradients_) return false;
   const bool stepped = scaler_.step(optimizer);
   scaler_.update();
   return stepped;
 }
 
-double Accelerator::clip_grad_norm_(const TensorList& params, double max_norm) {
-  if (scaler_.is_enabled()) {
-    SG_CHECK(optimizer_ != nullptr,
-             "Accelerator::clip_grad_norm_: under f16 the gradients must be unscaled before "
-             "clipping; prepare(optimizer) so the accelerator knows which optimizer holds them");
-    scaler_.unscale_(*optimizer_);
-  }
-  return optim::clip_grad_norm_(params, max_norm);
+void Accelerator::step(optim::LRScheduler& scheduler) {
+  if (sync_gradients_) scheduler.step();
 }
 
-Tensor Accelerator::gather_for_metrics(const Tensor& local, int64_t dataset_size) {
-  if (num_processes() == 1) return local.narrow(0, 0, std::min(dataset_size, local.size(0)));
-  // The collective runs on the group's device (the GPU under NCCL); drop_padding interleaves
-  // the ranks' rows on the host; the result goes back to where the caller's results were.
+void Accelerator::zero_grad(optim::Optimizer& optimizer) {
+  if (sync_gradients_) optimizer.zero_grad();
+}
+
+void Accelerator::unscale_gradients() {
+  if (!scaler_.is_enabled()) return;
+  SG_CHECK(optimizer_ != nullptr,
+           "Accelerator: under f16 the gradients must be unscaled before clipping; "
+           "prepare(optimizer) so the accelerator knows which optimizer holds them");
+  scaler_.unscale_(*optimizer_);
+}
+
+double Accelerator::clip_grad_norm_(const TensorList& params, double max_norm, double norm_type) {
+  SG_CHECK(sync_gradients_,
+           "Accelerator::clip_grad_norm_: called on a micro-batch that does not end its gradient "
+           "accumulation, whose gradients are only part of the sum; clip when sync_gradients()");
+  unscale_gradients();
+  return optim::clip_grad_norm_(params, max_norm, norm_type);
+}
+
+void Accelerator::clip_grad_value_(const TensorList& params, double clip_value) {
+  SG_CHECK(sync_gradients_,
+           "Accelerator::clip_grad_value_: called on a micro-batch that does not end its gradient "
+           "accumulation, whose gradients are only part of the sum; clip when sync_gradients()");
+  unscale_gradients();
+  optim::clip_grad_value_(params, clip_value);
+}
+
+// Every rank's `rows`, on the group's device (the GPU under NCCL), in rank order.
+std::vector<Tensor> Accelerator::all_gather_rows(const Tensor& rows) {
+  if (num_processes() == 1) return {rows};
   ProcessGroup& group = default_group();
   std::vector<Tensor> per_rank;
-  for (int r = 0; r < num_processes(); ++r) per_rank.push_back(empty(local.sizes(), {local.dtype(), group.device()}));
-  Tensor contribution = local.to(group.device()).contiguous();
+  for (int r = 0; r < num_processes(); ++r) per_rank.push_back(empty(rows.sizes(), {rows.dtype(), group.device()}));
+  const Tensor contribution = rows.to(group.device()).contiguous();
   group.all_gather(per_rank, contribution)->wait();
-  for (Tensor& rank_results : per_rank) rank_results = rank_results.to(Device::cpu());
-  return data::drop_padding(per_rank, dataset_size).to(local.device());
+  return per_rank;
+}
+
+Tensor Accelerator::gather(const Tensor& tensor) {
+  return cat(all_gather_rows(tensor.dim() == 0 ? tensor.reshape({1}) : tensor)).to(tensor.device());
+}
+
+Tensor Accelerator::gather_for_metrics(const Tensor& batch_results) {
+  const std::optional<LoaderTracker::Current> current = loaders_.current();
+  if (!current.has_value()) return gather(batch_results);
+  const data::DistributedBatchSampler& batches = *current->batches;
+  // Every rank contributes padded_rows rows (uneven batches are padded with zeros here), which
+  // drop_padding puts back in the sampler's order, keeping the data set's examples. A 0-dim
+  // value is one row per rank: rank r's is kept when position first_row * W + r is an example.
+  Tensor rows = batch_results.dim() == 0 ? batch_results.reshape({1}) : batch_results;
+  if (batch_results.dim() > 0) {
+    const int64_t delivered = batches.delivered_rows(process_index(), current->batch);
+    SG_CHECK(batch_results.size(0) == delivered, "Accelerator::gather_for_metrics: expected one row per example of ",
+             "this process's batch (", delivered, " rows), got ", shape_str(batch_results.sizes()),
+             "; a 0-dim tensor stands for the whole batch");
+    rows = padded_rows(rows, batches.padded_rows(current->batch));
+  }
+  std::vector<Tensor> per_rank = all_gather_rows(rows);
+  for (Tensor& rank_rows : per_rank) rank_rows = rank_rows.to(Device::cpu());  // drop_padding works on the host
+  return data::drop_padding(per_rank, batches.sampler().dataset_size(), batches.first_row(current->batch))
+      .to(batch_results.device());
+}
+
+TensorList Accelerator::gather_for_metrics(const TensorList& batch_results) {
+  TensorList gathered;
+  for (const Tensor& results : batch_results) gathered.push_back(gather_for_metrics(results));
+  return gathered;
+}
+
+Tensor Accelerator::reduce(const Tensor& tensor, const std::string& reduction) {
+  SG_CHECK(reduction == "sum" || reduction == "mean", "Accelerator::reduce: reduction must be \"sum\" or \"mean\", ",
+           "got \"", reduction, "\"");
+  if (num_processes() == 1) return tensor.clone();
+  ProcessGroup& group = default_group();
+  Tensor result = tensor.to(group.device()).contiguous().clone();
+  group.all_reduce(result, reduction == "sum" ? ReduceOp::SUM : ReduceOp::AVG)->wait();
+  return result.to(tensor.device());
+}
+
+Tensor Accelerator::pad_across_processes(const Tensor& tensor, int64_t dim, double pad_index, bool pad_first) {
+  SG_CHECK(dim >= 0 && dim < tensor.dim(), "Accelerator::pad_across_processes: dim ", dim, " is not a dimension of a ",
+           shape_str(tensor.sizes()), " tensor");
+  const Tensor sizes = gather(sg::tensor(std::vector<int64_t>{tensor.size(dim)}));
+  const auto largest = static_cast<int64_t>(sizes.max().item());
+  if (largest == tensor.size(dim)) return tensor;
+  Shape shape = tensor.sizes();
+  shape[static_cast<size_t>(dim)] = largest;
+  Tensor padded = full(shape, pad_index, {tensor.dtype(), tensor.device()});
+  NoGradGuard no_grad;
+  padded.narrow(dim, pad_first ? largest - tensor.size(dim) : 0, tensor.size(dim)).copy_(tensor);
+  return padded;
 }
 
 void Accelerator::wait_for_everyone() {
   if (num_processes() > 1) default_group().barrier()->wait();
+}
+
+void Accelerator::goes_first(bool first, const std::function<void()>& work) {
+  if (!first) wait_for_everyone();
+  work();
+  if (first) wait_for_everyone();
+}
+
+void Accelerator::main_process_first(const std::function<void()>& work) { goes_first(is_main_process(), work); }
+
+void Accelerator::local_main_process_first(const std::function<void()>& work) {
+  goes_first(is_local_main_process(), work);
 }
 
 void Accelerator::print_line(const std::string& line) const {
@@ -182,9 +354,14 @@ nn::Module& Accelerator::unwrap_model(nn::Module& model) const {
 }
 
 void Accelerator::save_state(const std::string& path, nn::Module& model, optim::Metadata metadata) {
-  for (const char* reserved : {"scheduler", "rng", "grad_scaler"})
+  for (const char* reserved : kReservedKeys)
     SG_CHECK(metadata.count(reserved) == 0, "Accelerator::save_state: the metadata key '", reserved,
              "' is reserved for the accelerator's own state");
+  // Only a snapshot taken inside a loop needs positions; one between epochs stays loadable by a
+  // program that prepares other loaders.
+  const std::vector<std::optional<LoaderPosition>> positions = loaders_.positions();
+  if (std::any_of(positions.begin(), positions.end(), [](const auto& position) { return position.has_value(); }))
+    metadata["loaders"] = positions_to_json(positions);
   if (scheduler_ != nullptr) {
     const auto state = scheduler_->state_dict();
     metadata["scheduler"] = nlohmann::json{{"last_epoch", state.last_epoch}, {"base_lrs", state.base_lrs}}.dump();
@@ -219,7 +396,11 @@ optim::Metadata Accelerator::load_state(const std::string& path, nn::Module& mod
     restore_entry(path, metadata, "grad_scaler",
                   [&](const std::string& text) { scaler_.load_state_dict(amp::GradScalerState::from_json(text)); });
   }
-  for (const char* reserved : {"scheduler", "rng", "grad_scaler"}) metadata.erase(reserved);
+  if (metadata.count("loaders") == 1) {
+    restore_entry(path, metadata, "loaders",
+                  [&](const std::string& text) { loaders_.resume(positions_from_json(text)); });
+  }
+  for (const char* reserved : kReservedKeys) metadata.erase(reserved);
   return metadata;
 }
 

@@ -8,31 +8,42 @@
 //   accelerator.prepare(optimizer);                      // saved with save_state
 //   auto loader = accelerator.prepare(dataset, {.batch_size = 64, .shuffle = true});  // this rank's share
 //   for (const data::Batch& batch : loader) {            // already on accelerator.device()
-//     optimizer.zero_grad();
+//     const auto accumulation = accelerator.accumulate(*model);  // with gradient_accumulation_steps
 //     Tensor loss;
 //     {
 //       const auto autocast = accelerator.autocast();     // mixed precision, when asked for
 //       loss = loss_of((*model)(batch.input), batch.target);
 //     }
-//     accelerator.backward(loss);                        // scaled when f16
+//     accelerator.backward(loss);                        // weighted (accumulation, uneven batches); scaled when f16
 //     accelerator.step(optimizer);                       // skipped when the f16 gradients overflowed
+//     accelerator.zero_grad(optimizer);                  // both only on an accumulation's last micro-batch
 //   }
 //   accelerator.print("done");                           // main rank only
+//
+// Evaluation, batch by batch, with every rank's results gathered (docs/accelerator.md):
+//   for (const data::Batch& batch : test_loader) {
+//     const TensorList gathered = accelerator.gather_for_metrics({predictions, batch.target});
+//     ...                                                // exactly the test set: padding dropped
+//   }
 //
 // Experiment tracking, as Accelerate's with log_with="tensorboard" (docs/tensorboard.md):
 //   accelerator.init_trackers("runs/cnn");               // a TensorBoard writer on the main rank
 //   accelerator.log({{"loss/train", loss.item()}}, step);  // every rank may call it; only the main one writes
 //   accelerator.end_training();
+#include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include "amp/autocast.h"
 #include "amp/grad_scaler.h"
 #include "data/dataloader.h"
 #include "data/summary_writer.h"
 #include "dist/ddp.h"
+#include "dist/loader_tracker.h"
 #include "nn/module.h"
 #include "optim/checkpoint.h"
 #include "optim/lr_scheduler.h"
@@ -51,7 +62,21 @@ struct AcceleratorOptions {
   // group itself: that group's device); "cpu"; "cuda": the GPU of LOCAL_RANK, an error naming the
   // reason when there is none. One GPU per process: sgrun --nproc-per-node N on N GPUs.
   std::string device = "auto";
+  // Micro-batches whose gradients add up before one optimizer step (Accelerate's
+  // gradient_accumulation_steps), inside accumulate(model): docs/accelerator.md.
+  int gradient_accumulation_steps = 1;
+  // prepare(dataset, options): options.batch_size is the batch of all processes together, split
+  // between them (it must be a multiple of num_processes()), rather than each process's own.
+  bool split_batches = false;
+  // false: the loaders hand out only the data set's examples, so the last batches are uneven and
+  // a rank that ran out runs join batches that weigh nothing (Note [Uneven batches] in
+  // data/distributed_batch_sampler.h); true: torch's padded, equal batches.
+  bool even_batches = true;
 };
+
+// Seeds the default generator with `seed`, or with seed + the process's rank when
+// `device_specific` (Accelerate's set_seed; each rank then draws differently).
+void set_seed(uint64_t seed, bool device_specific = false);
 
 class Accelerator {
 public:
@@ -81,30 +106,81 @@ public:
   optim::Optimizer& prepare(optim::Optimizer& optimizer);
   optim::LRScheduler& prepare(optim::LRScheduler& scheduler);
   // A loader over this process's share of `dataset`: a DistributedSampler (shuffled by
-  // options.seed + epoch when options.shuffle) replaces the loader's own order, and its batches
-  // arrive on device() (options.device is set to it; options.pin_memory stages them in
-  // page-locked memory first).
+  // options.seed + epoch when options.shuffle) replaces the loader's own order, batched as
+  // AcceleratorOptions::even_batches and split_batches say, and its batches arrive on device()
+  // (options.device is set to it; options.pin_memory stages them in page-locked memory first).
+  // The accelerator follows the loader's passes: gather_for_metrics, accumulate and save_state
+  // know which batch the loop is on.
   data::DataLoader prepare(std::shared_ptr<const data::Dataset> dataset, data::DataLoaderOptions options);
 
   // The autocast region of the chosen mixed precision (a region that casts nothing for "no").
   amp::AutocastGuard autocast() const;
-  // loss.backward(), with the loss scaled first under f16.
+  // loss.backward(), `loss` being the mean over this process's batch. Inside a prepared loader's
+  // loop the loss is first weighted by the batch's share of the rows the next optimizer step
+  // averages over — 1/k for k equal micro-batches, 0 for a join batch — so the step equals one
+  // over all of them at once (docs/accelerator.md); outside one, divided by
+  // gradient_accumulation_steps. Then scaled under f16.
   void backward(const Tensor& loss);
+
+  // Gradient accumulation. The guard decides whether this micro-batch ends an accumulation: the
+  // k-th of each run of gradient_accumulation_steps batches of the loop, or the loader's last
+  // batch (outside a loop: every k-th call). Until then sync_gradients() is false, the model's
+  // DDP runs under no_sync (gradients add up locally) and step / zero_grad do nothing.
+  class GradientAccumulation {
+  public:
+    GradientAccumulation(const GradientAccumulation&) = delete;
+    GradientAccumulation& operator=(const GradientAccumulation&) = delete;
+
+  private:
+    friend class Accelerator;
+    explicit GradientAccumulation(DistributedDataParallel* hold_back);  // null: synchronise
+    std::optional<DistributedDataParallel::NoSync> no_sync_;
+  };
+  GradientAccumulation accumulate(nn::Module& model);
+  bool sync_gradients() const { return sync_gradients_; }
+  int gradient_accumulation_steps() const { return options_.gradient_accumulation_steps; }
+
   // optimizer.step(), through the scaler under f16: returns false when the step was skipped
-  // because a gradient was inf or NaN (on any rank), then adjusts the scale.
+  // because a gradient was inf or NaN (on any rank), then adjusts the scale. Does nothing and
+  // returns false when !sync_gradients().
   bool step(optim::Optimizer& optimizer);
-  // clip_grad_norm_ over `params`, returning the total norm. Under f16 the prepared optimizer's
-  // gradients are unscaled first, so the threshold applies to the true gradients. Gradients are
-  // identical on every rank after backward, so every rank clips alike.
-  double clip_grad_norm_(const TensorList& params, double max_norm);
+  // scheduler.step() and optimizer.zero_grad(), when sync_gradients().
+  void step(optim::LRScheduler& scheduler);
+  void zero_grad(optim::Optimizer& optimizer);
+  // Under f16, divides the prepared optimizer's gradients by the loss scale now (once per step;
+  // the scaler's step then does not divide again); otherwise nothing.
+  void unscale_gradients();
+  // optim::clip_grad_norm_ / clip_grad_value_ over `params`, on the true gradients (unscaled
+  // first); the norm's return is the total norm. Gradients are identical on every rank after
+  // backward, so every rank clips alike. An error while !sync_gradients(): the gradients are
+  // only part of the sum then (clip inside `if (accelerator.sync_gradients())`, as with Accelerate).
+  double clip_grad_norm_(const TensorList& params, double max_norm, double norm_type = 2.0);
+  void clip_grad_value_(const TensorList& params, double clip_value);
   const amp::GradScaler& scaler() const { return scaler_; }
 
-  // `local` holds this rank's per-example results of one pass over a loader from prepare(),
-  // in loader order; returns every rank's results in the data set's sampler order, without the
-  // examples the sampler repeated to pad the ranks to equal shares — so metrics are over exactly
-  // `dataset_size` examples — on local's device. A collective: every rank calls it.
-  Tensor gather_for_metrics(const Tensor& local, int64_t dataset_size);
+  // Collectives: every rank calls them, in the same order. Results are on the argument's device.
+  // Every rank's `tensor` concatenated along dim 0 in rank order (0-dim tensors: one row each).
+  // Shapes must agree; pad_across_processes first when they do not.
+  Tensor gather(const Tensor& tensor);
+  // gather, batch by batch, for evaluation: called inside the loop over a prepared loader with
+  // this batch's results — one row per example of the batch, or a 0-dim value for the whole
+  // batch — returns every rank's in the data set's order, without the examples the sampler
+  // repeated (and the rows of join batches), so the batches' results together are exactly the
+  // data set. A 0-dim value is kept when its rank's batch holds at least one example. Outside
+  // such a loop: gather.
+  Tensor gather_for_metrics(const Tensor& batch_results);
+  TensorList gather_for_metrics(const TensorList& batch_results);  // several at once, e.g. {predictions, targets}
+  // `tensor` summed over every rank ("sum") or averaged ("mean"), as a new tensor.
+  Tensor reduce(const Tensor& tensor, const std::string& reduction = "sum");
+  // `tensor` padded along `dim` with `pad_index` to the largest size any rank has there, at the
+  // end (or at the start with pad_first), so that gather accepts it.
+  Tensor pad_across_processes(const Tensor& tensor, int64_t dim = 0, double pad_index = 0, bool pad_first = false);
   void wait_for_everyone();
+  // Runs `work` on the main process (or each machine's local main process) first and on the
+  // others after it finished, e.g. to download or unpack a data set once. If `work` throws on
+  // the main process, the others wait at the barrier until the timeout, which names it.
+  void main_process_first(const std::function<void()>& work);
+  void local_main_process_first(const std::function<void()>& work);
 
   // Prints a line on the main process only.
   template <typename... Args>
@@ -135,15 +211,21 @@ public:
   nn::Module& unwrap_model(nn::Module& model) const;
 
   // One safetensors file, written atomically by the main process: the unwrapped model's
-  // state, the prepared optimizer's and scheduler's, the scaler's, the default generator's and the
-  // caller's `metadata` (epoch, step, ...). One file rather than Accelerate's directory, so a
-  // crash while saving leaves the previous snapshot whole (docs/decisions.md).
+  // state, the prepared optimizer's and scheduler's, the scaler's, the default generator's, the
+  // position of every prepared loader whose loop is in progress, and the caller's `metadata`
+  // (epoch, step, ...). One file rather than Accelerate's directory, so a crash while saving
+  // leaves the previous snapshot whole (docs/decisions.md).
   void save_state(const std::string& path, nn::Module& model, optim::Metadata metadata = {});
-  // Restores what save_state wrote, on every process; returns the caller's metadata.
+  // Restores what save_state wrote, on every process; returns the caller's metadata. A loader
+  // saved in the middle of an epoch (prepare the same loaders first) resumes there: its next
+  // pass is that epoch, from the first batch not yet seen (DataLoader::skip_first_batches).
   optim::Metadata load_state(const std::string& path, nn::Module& model);
 
 private:
   void print_line(const std::string& line) const;
+  double loss_weight() const;
+  std::vector<Tensor> all_gather_rows(const Tensor& rows);
+  void goes_first(bool first, const std::function<void()>& work);
 
   AcceleratorOptions options_;
   Device device_ = Device::cpu();
@@ -151,6 +233,9 @@ private:
   amp::GradScaler scaler_;
   optim::Optimizer* optimizer_ = nullptr;
   optim::LRScheduler* scheduler_ = nullptr;
+  LoaderTracker loaders_;  // the prepared loaders and the batch in progress
+  bool sync_gradients_ = true;
+  int64_t micro_batches_ = 0;  // accumulate() calls outside a loop, modulo gradient_accumulation_steps
   std::unique_ptr<data::SummaryWriter> tracker_ = std::make_unique<data::SummaryWriter>();
 };
 

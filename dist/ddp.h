@@ -9,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include "dist/backward_timeline.h"
 #include "dist/exchange.h"
 #include "dist/process_group.h"
 #include "dist/reducer.h"
@@ -28,7 +29,7 @@ struct DDPOptions {
 //
 //   auto model = std::make_shared<dist::DistributedDataParallel>(models::CNN());
 //   Tensor loss = cross_entropy((*model)(images), labels);
-//   loss.backward();   // .grad now holds the average over all ranks
+//   loss.backward();   // .grad now holds the average over all ranks (a view into a bucket)
 //   optimizer.step();
 //
 // A model whose forward has another signature (several inputs, several outputs) runs through
@@ -66,6 +67,8 @@ public:
   nn::Module& module() const { return *module_; }
   const std::shared_ptr<nn::Module>& module_ptr() const { return module_; }
   const Reducer& reducer() const { return *reducer_; }
+  // Timings of the last synchronised backward (bench/ reports them against the backward time).
+  const StepTimes& last_step_times() const { return timeline_->last_step_times(); }
   ProcessGroup& process_group() const { return group_; }
 
   // While a NoSync is alive, forwards through this DDP prepare backwards that keep gradients
@@ -102,7 +105,8 @@ private:
   ProcessGroup& group_;
   DDPOptions options_;
   std::shared_ptr<Reducer> reducer_;
-  CoalescedBroadcast buffer_broadcast_;  // rank 0's buffers, sent after each training forward
+  std::shared_ptr<BackwardTimeline> timeline_;  // the reducer's observer: step times, the trace
+  CoalescedBroadcast buffer_broadcast_;         // rank 0's buffers, sent after each training forward
   bool sync_gradients_ = true;
 };
 

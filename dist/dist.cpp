@@ -12,6 +12,7 @@
 #include "dist/environment.h"
 #include "dist/process_group_gloo.h"
 #include "dist/process_group_nccl.h"
+#include "dist/reducer.h"
 #include "dist/tcp_store.h"
 
 namespace sg::dist {
@@ -120,9 +121,10 @@ void init_process_group(InitOptions options) {
   group.local_rank = env.local_rank;
   group.local_world_size = env.local_world_size;
   // Every rank must take the same decision to skip an f16 step: a gradient that overflowed on one
-  // rank only (after DDP's averaging, an inf anywhere is an inf everywhere, but a scaler used
-  // without DDP or on local-only gradients would not know) makes all of them skip.
-  amp::set_found_inf_reducer([](Tensor& found_inf) {
+  // rank only makes all of them skip. Gradients that DDP averaged carry it everywhere already
+  // (Note [Found-inf under DDP] in dist/reducer.cpp); local ones need the all-reduce.
+  amp::set_found_inf_reducer([](Tensor& found_inf, const TensorList& gradients) {
+    if (all_averaged_across_ranks(gradients)) return;
     ProcessGroup& group = default_group();
     Tensor on_group_device = found_inf.to(group.device());  // the same tensor when it is there already
     group.all_reduce(on_group_device, ReduceOp::MAX)->wait();

@@ -35,6 +35,10 @@ using WorkPtr = std::shared_ptr<Work>;
 // Collectives run in issue order on one communication thread per group; the calls return a Work
 // at once and the tensors must stay alive and untouched until wait() returns. The synchronous
 // form is `pg.all_reduce(t)->wait()`. Tensors must be contiguous and on the group's device.
+//
+// The public collectives check their arguments here, once for every backend, and throw an
+// sg::Error naming the collective and what was wrong; then they hand the collective to the
+// backend's start_* function, which may take the arguments as valid.
 class ProcessGroup {
 public:
   virtual ~ProcessGroup() = default;
@@ -42,22 +46,24 @@ public:
   int rank() const { return rank_; }
   int size() const { return size_; }
   virtual std::string backend_name() const = 0;
+  // The class, for error messages: "ProcessGroupGloo", "ProcessGroupNCCL".
+  virtual std::string type_name() const = 0;
   // Where the tensors of its collectives must live: the CPU for Gloo, this rank's GPU for NCCL.
   virtual Device device() const = 0;
 
   // In place on every rank; AVG divides the sum by size() (integers: truncating division).
-  virtual WorkPtr all_reduce(Tensor& tensor, ReduceOp op = ReduceOp::SUM) = 0;
+  WorkPtr all_reduce(Tensor& tensor, ReduceOp op = ReduceOp::SUM);
   // `tensor` of rank `root` is copied into `tensor` of every other rank.
-  virtual WorkPtr broadcast(Tensor& tensor, int root = 0) = 0;
+  WorkPtr broadcast(Tensor& tensor, int root = 0);
   // The reduction lands in `tensor` of `root`; other ranks' tensors are left unspecified.
-  virtual WorkPtr reduce(Tensor& tensor, int root = 0, ReduceOp op = ReduceOp::SUM) = 0;
+  WorkPtr reduce(Tensor& tensor, int root = 0, ReduceOp op = ReduceOp::SUM);
   // outputs[r] (size() tensors shaped like input, allocated by the caller) gets rank r's input.
-  virtual WorkPtr all_gather(std::vector<Tensor>& outputs, const Tensor& input) = 0;
+  WorkPtr all_gather(std::vector<Tensor>& outputs, const Tensor& input);
   // As all_gather, but only `root` receives (outputs is ignored on the other ranks).
-  virtual WorkPtr gather(std::vector<Tensor>& outputs, const Tensor& input, int root = 0) = 0;
+  WorkPtr gather(std::vector<Tensor>& outputs, const Tensor& input, int root = 0);
   // Rank r receives inputs[r] of `root` into `output` (inputs is ignored on the other ranks).
-  virtual WorkPtr scatter(Tensor& output, const std::vector<Tensor>& inputs, int root = 0) = 0;
-  virtual WorkPtr barrier() = 0;
+  WorkPtr scatter(Tensor& output, const std::vector<Tensor>& inputs, int root = 0);
+  WorkPtr barrier() { return start_barrier(); }
 
   // Applies to collectives issued afterwards (default 30 minutes).
   virtual void set_timeout(std::chrono::milliseconds timeout) = 0;
@@ -65,7 +71,24 @@ public:
 protected:
   ProcessGroup(int rank, int size) : rank_(rank), size_(size) {}
 
+  // The backend's half of each collective, called with checked arguments (gather's `outputs`
+  // and scatter's `inputs` are checked, and to be used, on `root` only).
+  virtual WorkPtr start_all_reduce(Tensor& tensor, ReduceOp op) = 0;
+  virtual WorkPtr start_broadcast(Tensor& tensor, int root) = 0;
+  virtual WorkPtr start_reduce(Tensor& tensor, int root, ReduceOp op) = 0;
+  virtual WorkPtr start_all_gather(std::vector<Tensor>& outputs, const Tensor& input) = 0;
+  virtual WorkPtr start_gather(std::vector<Tensor>& outputs, const Tensor& input, int root) = 0;
+  virtual WorkPtr start_scatter(Tensor& output, const std::vector<Tensor>& inputs, int root) = 0;
+  virtual WorkPtr start_barrier() = 0;
+
 private:
+  void check_tensor(const Tensor& t, const char* op, const std::string& what) const;
+  void check_root(int root, const char* op) const;
+  void check_reduce_op(ReduceOp reduce_op, const Tensor& t, const char* op) const;
+  // size() tensors shaped like `like`, on this group's device, contiguous ("output 1 is ...").
+  void check_one_per_rank(const std::vector<Tensor>& tensors, const Tensor& like, const char* op,
+                          const char* what) const;
+
   int rank_;
   int size_;
 };

@@ -18,7 +18,6 @@
 #include <gloo/scatter.h>
 #include <gloo/transport/tcp/device.h>
 
-#include "core/shape.h"
 #include "dist/tcp_store.h"
 
 namespace sg::dist {
@@ -67,20 +66,6 @@ void divide_in_place(T* data, int64_t n, int divisor) {
 
 uint8_t* bytes_of(const Tensor& t) { return static_cast<uint8_t*>(t.raw_data()); }
 size_t nbytes_of(const Tensor& t) { return static_cast<size_t>(t.numel()) * t.element_size(); }
-
-void check_tensor(const Tensor& t, const char* op, const char* what) {
-  SG_CHECK(t.defined(), "ProcessGroupGloo::", op, ": ", what, " is undefined");
-  SG_CHECK(t.device() == Device::cpu(), "ProcessGroupGloo::", op, ": ", what, " is on ", t.device(),
-           "; Gloo works on CPU tensors (the NCCL group takes CUDA ones)");
-  SG_CHECK(t.is_contiguous(), "ProcessGroupGloo::", op, ": ", what, " of shape ", shape_str(t.sizes()),
-           " must be contiguous (call .contiguous() and copy the result back)");
-}
-
-void check_same_layout(const Tensor& t, const Tensor& like, const char* op, const char* what) {
-  check_tensor(t, op, what);
-  SG_CHECK(t.sizes() == like.sizes() && t.dtype() == like.dtype(), "ProcessGroupGloo::", op, ": ", what, " is ",
-           t.dtype(), shape_str(t.sizes()), " but must match ", like.dtype(), shape_str(like.sizes()));
-}
 
 // Note [The address Gloo binds]
 // Each rank's Gloo pairs listen on one address that every other rank must reach. The machine's
@@ -231,10 +216,7 @@ void ProcessGroupGloo::check_fingerprints(int64_t sequence, const Description& d
   dist::check_fingerprints(all, size(), sequence);
 }
 
-WorkPtr ProcessGroupGloo::all_reduce(Tensor& tensor, ReduceOp op) {
-  check_tensor(tensor, "all_reduce", "tensor");
-  SG_CHECK(!(op == ReduceOp::AVG && tensor.dtype() == DType::boolean),
-           "ProcessGroupGloo::all_reduce: AVG is not defined for bool tensors");
+WorkPtr ProcessGroupGloo::start_all_reduce(Tensor& tensor, ReduceOp op) {
   Tensor t = tensor;
   const std::chrono::milliseconds timeout = timeout_;
   const int world = size();
@@ -254,10 +236,7 @@ WorkPtr ProcessGroupGloo::all_reduce(Tensor& tensor, ReduceOp op) {
   });
 }
 
-WorkPtr ProcessGroupGloo::broadcast(Tensor& tensor, int root) {
-  check_tensor(tensor, "broadcast", "tensor");
-  SG_CHECK(root >= 0 && root < size(), "ProcessGroupGloo::broadcast: root ", root, " is not a rank of this group of ",
-           size());
+WorkPtr ProcessGroupGloo::start_broadcast(Tensor& tensor, int root) {
   Tensor t = tensor;
   const std::chrono::milliseconds timeout = timeout_;
   return enqueue({CollectiveOp::broadcast, -1, static_cast<int>(t.dtype()), root, t.sizes()},
@@ -272,12 +251,7 @@ WorkPtr ProcessGroupGloo::broadcast(Tensor& tensor, int root) {
                  });
 }
 
-WorkPtr ProcessGroupGloo::reduce(Tensor& tensor, int root, ReduceOp op) {
-  check_tensor(tensor, "reduce", "tensor");
-  SG_CHECK(root >= 0 && root < size(), "ProcessGroupGloo::reduce: root ", root, " is not a rank of this group of ",
-           size());
-  SG_CHECK(!(op == ReduceOp::AVG && tensor.dtype() == DType::boolean),
-           "ProcessGroupGloo::reduce: AVG is not defined for bool tensors");
+WorkPtr ProcessGroupGloo::start_reduce(Tensor& tensor, int root, ReduceOp op) {
   Tensor t = tensor;
   const std::chrono::milliseconds timeout = timeout_;
   const int world = size();
@@ -299,11 +273,7 @@ WorkPtr ProcessGroupGloo::reduce(Tensor& tensor, int root, ReduceOp op) {
                  });
 }
 
-WorkPtr ProcessGroupGloo::all_gather(std::vector<Tensor>& outputs, const Tensor& input) {
-  check_tensor(input, "all_gather", "input");
-  SG_CHECK(static_cast<int>(outputs.size()) == size(), "ProcessGroupGloo::all_gather: expected ", size(),
-           " output tensors (one per rank), got ", outputs.size());
-  for (const Tensor& out : outputs) check_same_layout(out, input, "all_gather", "an output");
+WorkPtr ProcessGroupGloo::start_all_gather(std::vector<Tensor>& outputs, const Tensor& input) {
   const Tensor in = input;
   const std::vector<Tensor> outs = outputs;
   const std::chrono::milliseconds timeout = timeout_;
@@ -324,15 +294,7 @@ WorkPtr ProcessGroupGloo::all_gather(std::vector<Tensor>& outputs, const Tensor&
                  });
 }
 
-WorkPtr ProcessGroupGloo::gather(std::vector<Tensor>& outputs, const Tensor& input, int root) {
-  check_tensor(input, "gather", "input");
-  SG_CHECK(root >= 0 && root < size(), "ProcessGroupGloo::gather: root ", root, " is not a rank of this group of ",
-           size());
-  if (rank() == root) {
-    SG_CHECK(static_cast<int>(outputs.size()) == size(), "ProcessGroupGloo::gather: expected ", size(),
-             " output tensors on the root (one per rank), got ", outputs.size());
-    for (const Tensor& out : outputs) check_same_layout(out, input, "gather", "an output");
-  }
+WorkPtr ProcessGroupGloo::start_gather(std::vector<Tensor>& outputs, const Tensor& input, int root) {
   const Tensor in = input;
   const std::vector<Tensor> outs = rank() == root ? outputs : std::vector<Tensor>{};
   const std::chrono::milliseconds timeout = timeout_;
@@ -353,15 +315,7 @@ WorkPtr ProcessGroupGloo::gather(std::vector<Tensor>& outputs, const Tensor& inp
                  });
 }
 
-WorkPtr ProcessGroupGloo::scatter(Tensor& output, const std::vector<Tensor>& inputs, int root) {
-  check_tensor(output, "scatter", "output");
-  SG_CHECK(root >= 0 && root < size(), "ProcessGroupGloo::scatter: root ", root, " is not a rank of this group of ",
-           size());
-  if (rank() == root) {
-    SG_CHECK(static_cast<int>(inputs.size()) == size(), "ProcessGroupGloo::scatter: expected ", size(),
-             " input tensors on the root (one per rank), got ", inputs.size());
-    for (const Tensor& in : inputs) check_same_layout(in, output, "scatter", "an input");
-  }
+WorkPtr ProcessGroupGloo::start_scatter(Tensor& output, const std::vector<Tensor>& inputs, int root) {
   const Tensor out = output;
   const std::vector<Tensor> ins = rank() == root ? inputs : std::vector<Tensor>{};
   const std::chrono::milliseconds timeout = timeout_;
@@ -381,7 +335,7 @@ WorkPtr ProcessGroupGloo::scatter(Tensor& output, const std::vector<Tensor>& inp
                  });
 }
 
-WorkPtr ProcessGroupGloo::barrier() {
+WorkPtr ProcessGroupGloo::start_barrier() {
   const std::chrono::milliseconds timeout = timeout_;
   return enqueue({CollectiveOp::barrier, -1, -1, -1, {}}, [this, timeout](uint32_t tag) {
     gloo::BarrierOptions options(context_);

@@ -36,17 +36,19 @@ public:
   ~ProcessGroupGloo() override;
 
   std::string backend_name() const override { return "gloo"; }
+  std::string type_name() const override { return "ProcessGroupGloo"; }
   Device device() const override { return Device::cpu(); }
-  WorkPtr all_reduce(Tensor& tensor, ReduceOp op = ReduceOp::SUM) override;
-  WorkPtr broadcast(Tensor& tensor, int root = 0) override;
-  WorkPtr reduce(Tensor& tensor, int root = 0, ReduceOp op = ReduceOp::SUM) override;
-  WorkPtr all_gather(std::vector<Tensor>& outputs, const Tensor& input) override;
-  WorkPtr gather(std::vector<Tensor>& outputs, const Tensor& input, int root = 0) override;
-  WorkPtr scatter(Tensor& output, const std::vector<Tensor>& inputs, int root = 0) override;
-  WorkPtr barrier() override;
   void set_timeout(std::chrono::milliseconds timeout) override;
 
 private:
+  WorkPtr start_all_reduce(Tensor& tensor, ReduceOp op) override;
+  WorkPtr start_broadcast(Tensor& tensor, int root) override;
+  WorkPtr start_reduce(Tensor& tensor, int root, ReduceOp op) override;
+  WorkPtr start_all_gather(std::vector<Tensor>& outputs, const Tensor& input) override;
+  WorkPtr start_gather(std::vector<Tensor>& outputs, const Tensor& input, int root) override;
+  WorkPtr start_scatter(Tensor& output, const std::vector<Tensor>& inputs, int root) override;
+  WorkPtr start_barrier() override;
+
   using Description = CollectiveDescription;
   class GlooWork;
   // Queues `run` as collective number next_sequence_++ and returns its Work; `run` gets the Gloo

@@ -1,27 +1,45 @@
 // Note [How DDP overlaps communication with backward]
 // Backward produces gradients last layer first. Each parameter has a post-accumulate hook
-// (autograd/node.h) that copies its fresh .grad into its bucket; when a bucket's last gradient
-// arrives, its all-reduce is handed to the process group's communication thread and backward
-// goes on computing earlier layers while the bytes travel. Buckets are launched strictly in
-// index order — every rank must issue collectives in the same order, and hooks can fire in
+// (autograd/node.h) that makes sure its fresh .grad is in its bucket; when a bucket's last
+// gradient arrives, its all-reduce is handed to the process group's communication thread and
+// backward goes on computing earlier layers while the bytes travel. Buckets are launched strictly
+// in index order — every rank must issue collectives in the same order, and hooks can fire in
 // different orders on different ranks — so a bucket that fills early waits for its
 // predecessors. When backward's last node has run, finalize() (queued with
-// autograd::queue_callback) waits for every bucket and copies the averages back into .grad.
+// autograd::queue_callback) waits for every bucket; the averages are then in .grad already.
+//
+// Note [Gradients are views into their buckets]
+// Each parameter's .grad is its slice of its bucket (PyTorch's gradient_as_bucket_view), so the
+// averages land in .grad with no copy out. How a gradient gets into the bucket depends on what
+// .grad is when backward reaches the parameter:
+//   - the bucket view (after zero_grad(set_to_none = false), or while gradients accumulate): the
+//     autograd engine adds the new gradient into .grad in place, that is into the bucket: no copy;
+//   - undefined (after zero_grad(), whose set_to_none is true by default, as in PyTorch): the
+//     engine adopts the freshly computed gradient as .grad; the hook copies it into the bucket
+//     once and points .grad back at the view, as PyTorch does (zeroing the view and adding into
+//     it instead would cost at least as much as the copy);
+//   - another tensor (given with set_grad): copied and re-pointed the same way.
+// Optimizers, clip_grad_norm_, the loss scaler and Module::load_state_dict write into .grad (or
+// the parameter) in place and never replace it, so .grad stays a view between steps.
 #include "dist/reducer.h"
 
+#include <algorithm>
+#include <mutex>
 #include <sstream>
 
 #include "autograd/engine.h"
 #include "autograd/grad_mode.h"
 #include "core/factory.h"
-#include "dist/chrome_trace.h"
 
 namespace sg::dist {
 
 namespace {
-double milliseconds_between(ChromeTrace::Clock::time_point begin, ChromeTrace::Clock::time_point end) {
-  return std::chrono::duration<double, std::milli>(end - begin).count();
-}
+
+// Every live reducer, for all_averaged_across_ranks. A reducer enters in install_hooks; a dead
+// one leaves an expired pointer behind, dropped when the next one enters.
+std::mutex live_reducers_mutex;
+std::vector<std::weak_ptr<const Reducer>> live_reducers;  // guarded by live_reducers_mutex
+
 }  // namespace
 
 std::vector<std::vector<size_t>> assign_buckets(const TensorList& params, size_t cap_bytes) {
@@ -53,17 +71,22 @@ Reducer::Reducer(TensorList params, std::vector<std::string> names, ProcessGroup
   for (const auto& members : assign_buckets(params_, bucket_cap_bytes)) {
     Bucket bucket;
     int64_t numel = 0;
+    for (size_t p : members) numel += params_[p].numel();
+    bucket.buffer = zeros({numel}, {params_[members.front()].dtype(), params_[members.front()].device()});
+    int64_t offset = 0;
     for (size_t slot = 0; slot < members.size(); ++slot) {
       const size_t p = members[slot];
       bucket_of_[p] = buckets_.size();
       slot_of_[p] = slot;
       bucket.params.push_back(p);
-      bucket.offsets.push_back(numel);
-      numel += params_[p].numel();
+      bucket.views.push_back(bucket.buffer.narrow(0, offset, params_[p].numel()).view(params_[p].sizes()));
+      offset += params_[p].numel();
     }
-    bucket.buffer = zeros({numel}, {params_[members.front()].dtype(), params_[members.front()].device()});
     buckets_.push_back(std::move(bucket));
   }
+  NoGradGuard no_grad;
+  for (size_t p = 0; p < params_.size(); ++p)
+    if (params_[p].grad().defined()) point_grad_at_bucket(p);
 }
 
 void Reducer::install_hooks() {
@@ -72,12 +95,20 @@ void Reducer::install_hooks() {
     params_[p].register_post_accumulate_grad_hook([weak, p](Tensor&) {
       if (auto reducer = weak.lock()) reducer->mark_ready(p);  // a dead DDP leaves grads alone
     });
+  std::lock_guard<std::mutex> lock(live_reducers_mutex);
+  std::erase_if(live_reducers, [](const auto& reducer) { return reducer.expired(); });
+  live_reducers.push_back(weak);
+}
+
+void Reducer::set_observer(std::shared_ptr<ReducerObserver> observer) {
+  observer_ = observer ? std::move(observer) : std::make_shared<ReducerObserver>();
 }
 
 void Reducer::prepare_for_backward(bool sync) {
   sync_ = sync;
   expecting_backward_ = true;
   finalize_queued_ = false;
+  averaged_ = false;
   next_bucket_to_launch_ = 0;
   std::fill(ready_.begin(), ready_.end(), false);
   for (Bucket& bucket : buckets_) {
@@ -86,7 +117,9 @@ void Reducer::prepare_for_backward(bool sync) {
   }
 }
 
-void Reducer::mark_backward_start() { backward_started_ = ChromeTrace::Clock::now(); }
+void Reducer::mark_backward_start() {
+  if (expecting_backward_ && sync_) observer_->backward_started();
+}
 
 void Reducer::mark_ready(size_t p) {
   if (expecting_backward_ && !sync_) return;  // no_sync: gradients accumulate locally
@@ -103,13 +136,23 @@ void Reducer::mark_ready(size_t p) {
       if (auto reducer = weak.lock()) reducer->finalize();
     });
   }
-  Bucket& bucket = buckets_[bucket_of_[p]];
-  const Tensor& grad = params_[p].grad();
-  bucket.buffer.narrow(0, bucket.offsets[slot_of_[p]], grad.numel()).view(grad.sizes()).copy_(grad);
-  if (--bucket.pending == 0) {
-    bucket.ready_at = ChromeTrace::Clock::now();
-    launch_ready_buckets();
-  }
+  point_grad_at_bucket(p);
+  slot_filled(bucket_of_[p]);
+}
+
+// Note [Gradients are views into their buckets]
+void Reducer::point_grad_at_bucket(size_t p) {
+  Tensor& param = params_[p];
+  Tensor& view = buckets_[bucket_of_[p]].views[slot_of_[p]];
+  if (param.grad().is_same(view)) return;  // backward accumulated straight into the bucket
+  view.copy_(param.grad());
+  param.set_grad(view);
+}
+
+void Reducer::slot_filled(size_t b) {
+  if (--buckets_[b].pending > 0) return;
+  observer_->bucket_ready(b);
+  launch_ready_buckets();
 }
 
 void Reducer::launch_ready_buckets() {
@@ -121,16 +164,40 @@ void Reducer::launch_ready_buckets() {
 
 void Reducer::finalize() {
   expecting_backward_ = false;
-  const auto backward_done = ChromeTrace::Clock::now();
+  observer_->backward_finished();
   NoGradGuard no_grad;
 
-  // Parameters that got no gradient in this backward: with find_unused_parameters they take
-  // part with zeros (every rank must still send every bucket); without it, a bucket that never
-  // fills would leave the other ranks waiting for a collective that never comes, so name them.
   std::vector<size_t> unused;
   for (size_t p = 0; p < params_.size(); ++p)
     if (!ready_[p]) unused.push_back(p);
-  if (!unused.empty() && !find_unused_parameters_) {
+  if (!unused.empty()) take_part_without_gradients(unused);
+
+  // Which parameters hold a gradient on some rank: one that holds none anywhere keeps its .grad
+  // undefined (so the optimizer skips it), as in PyTorch; the others take the average.
+  Tensor held_anywhere;
+  if (find_unused_parameters_) {
+    Tensor held_here = empty({static_cast<int64_t>(params_.size())}, {DType::i32});
+    for (size_t p = 0; p < params_.size(); ++p) held_here.data_ptr<int32_t>()[p] = params_[p].grad().defined();
+    held_anywhere = held_here.to(group_.device());
+    group_.all_reduce(held_anywhere, ReduceOp::MAX)->wait();  // after the buckets: same order on every rank
+    held_anywhere = held_anywhere.to(Device::cpu());          // read on the host below
+  }
+
+  for (Bucket& bucket : buckets_) bucket.work->wait();
+  for (size_t p : unused)
+    if (!params_[p].grad().defined() && held_anywhere.data_ptr<int32_t>()[p] != 0)
+      params_[p].set_grad(buckets_[bucket_of_[p]].views[slot_of_[p]]);
+
+  averaged_ = true;
+  observer_->gradients_averaged(buckets_);
+}
+
+// Parameters that got no gradient in this backward. Without find_unused_parameters that is an
+// error: their bucket would never fill, and the other ranks would wait for a collective that
+// never comes, so name them. With it, each still takes part — every rank must send every
+// bucket — with the .grad it holds (accumulated under no_sync, say) or with zeros.
+void Reducer::take_part_without_gradients(const std::vector<size_t>& unused) {
+  if (!find_unused_parameters_) {
     std::ostringstream names;
     for (size_t i = 0; i < unused.size(); ++i) names << (i ? ", " : "") << "'" << names_[unused[i]] << "'";
     SG_CHECK(false, "DistributedDataParallel (rank ", group_.rank(), "): ", unused.size(),
@@ -138,69 +205,43 @@ void Reducer::finalize() {
              ". If the forward does not use them every step, construct DDP with find_unused_parameters = true; "
              "otherwise make sure the loss depends on them.");
   }
-  // Which parameters some rank used: a parameter no rank used keeps its .grad as it was
-  // (undefined, so the optimizer skips it), as in PyTorch.
-  Tensor used_anywhere;
-  if (find_unused_parameters_) {
-    Tensor used_here = empty({static_cast<int64_t>(params_.size())}, {DType::i32});
-    for (size_t p = 0; p < params_.size(); ++p) used_here.data_ptr<int32_t>()[p] = ready_[p] ? 1 : 0;
-    used_anywhere = used_here.to(group_.device());
-    for (size_t p : unused) {
-      Bucket& bucket = buckets_[bucket_of_[p]];
-      bucket.buffer.narrow(0, bucket.offsets[slot_of_[p]], params_[p].numel()).zero_();
-      --bucket.pending;
-    }
-    launch_ready_buckets();
-    group_.all_reduce(used_anywhere, ReduceOp::MAX)->wait();  // after the buckets: same order on every rank
-    used_anywhere = used_anywhere.to(Device::cpu());          // read on the host below
+  for (size_t p : unused) {
+    if (params_[p].grad().defined()) point_grad_at_bucket(p);
+    else buckets_[bucket_of_[p]].views[slot_of_[p]].zero_();
+    slot_filled(bucket_of_[p]);
   }
-
-  for (Bucket& bucket : buckets_) {
-    bucket.work->wait();
-    for (size_t slot = 0; slot < bucket.params.size(); ++slot) {
-      const size_t p = bucket.params[slot];
-      if (used_anywhere.defined() && used_anywhere.data_ptr<int32_t>()[p] == 0) continue;
-      Tensor& param = params_[p];
-      const Tensor averaged = bucket.buffer.narrow(0, bucket.offsets[slot], param.numel()).view(param.sizes());
-      if (param.grad().defined()) param.mutable_grad().copy_(averaged);
-      else param.set_grad(averaged.clone());
-    }
-  }
-
-  last_step_times_ = {};
-  last_step_times_.backward_ms = milliseconds_between(backward_started_, backward_done);
-  last_step_times_.wait_ms = milliseconds_between(backward_done, ChromeTrace::Clock::now());
-  for (const Bucket& bucket : buckets_) {
-    const auto timing = bucket.work->timing();
-    last_step_times_.all_reduce_ms += milliseconds_between(timing.started, timing.finished);
-  }
-  if (trace_) record_trace(backward_done);
 }
 
-void Reducer::trace_to(const std::string& path, int steps) {
-  SG_CHECK(steps > 0, "DistributedDataParallel: trace steps must be positive, got ", steps);
-  trace_ = std::make_shared<ChromeTrace>(group_.rank());
-  trace_path_ = path;
-  trace_steps_left_ = steps;
+bool Reducer::holds_average(const Tensor& grad) const {
+  return averaged_ && grad.defined() && std::any_of(buckets_.begin(), buckets_.end(), [&](const Bucket& bucket) {
+           return grad.storage() == bucket.buffer.storage();
+         });
 }
 
-void Reducer::record_trace(ChromeTrace::Clock::time_point backward_done) {
-  trace_->add_span("backward", "backward", backward_started_, backward_done);
-  trace_->add_span("backward", "wait for all-reduce", backward_done, ChromeTrace::Clock::now());
-  for (size_t b = 0; b < buckets_.size(); ++b) {
-    const Bucket& bucket = buckets_[b];
-    const auto timing = bucket.work->timing();
-    if (timing.finished == ChromeTrace::Clock::time_point{}) continue;  // the backend keeps no times
-    const double ready_ms = milliseconds_between(backward_started_, bucket.ready_at);
-    const std::string detail = std::to_string(bucket.params.size()) + " tensors, " +
-                               std::to_string(bucket.buffer.numel() * bucket.buffer.element_size()) + " bytes, ready " +
-                               std::to_string(ready_ms) + " ms after backward began";
-    trace_->add_span("all-reduce", "all_reduce bucket " + std::to_string(b), timing.started, timing.finished, detail);
+// Note [Found-inf under DDP]
+// Every rank must skip the same f16 steps, so the loss scaler all-reduces its found-inf flag
+// (dist/dist.cpp registers that with amp/). When every gradient it checked is a DDP average,
+// that all-reduce would only repeat what the average did already: an inf or NaN in any rank's
+// gradient is an inf or NaN in the average, on every rank. PyTorch's scaler relies on that and
+// never communicates. The all-reduce stays where gradients are local: parameters outside DDP,
+// a no_sync step, or a scaler used without DDP. (A DDP parameter that no rank's backward reached
+// keeps an undefined .grad, which the scaler does not check.) The decision must be the same on
+// every rank — a rank that skipped the all-reduce would leave the others waiting in it — so it
+// looks only at what the ranks share: which gradients are bucket views, and whether the last
+// backward was synchronised. A gradient changed on one rank alone after backward is not
+// noticed; the replicas would drift apart from that change anyway.
+bool all_averaged_across_ranks(const TensorList& gradients) {
+  std::vector<std::shared_ptr<const Reducer>> reducers;
+  {
+    std::lock_guard<std::mutex> lock(live_reducers_mutex);
+    for (const auto& weak : live_reducers)
+      if (auto reducer = weak.lock()) reducers.push_back(std::move(reducer));
   }
-  if (--trace_steps_left_ == 0) {
-    trace_->gather_and_write(group_, trace_path_);  // a collective, at the same step on every rank
-    trace_.reset();
-  }
+  if (gradients.empty() || reducers.empty()) return false;
+  return std::all_of(gradients.begin(), gradients.end(), [&](const Tensor& grad) {
+    return std::any_of(reducers.begin(), reducers.end(),
+                       [&](const auto& reducer) { return reducer->holds_average(grad); });
+  });
 }
 
 }  // namespace sg::dist

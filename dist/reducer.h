@@ -1,8 +1,8 @@
 #pragma once
-// defines: dist::Reducer — DDP's gradient machinery: buckets, the "gradient ready" hooks, the
-//          asynchronous all-reduces that overlap backward, and the end-of-backward step that
-//          writes the averaged gradients back into .grad. docs/ddp.md tells the story.
-#include <chrono>
+// defines: dist::Reducer, Bucket, ReducerObserver, assign_buckets, all_averaged_across_ranks —
+//          DDP's gradient machinery: buckets whose slices are the parameters' .grad, the
+//          "gradient ready" hooks, the asynchronous all-reduces that overlap backward, and the
+//          wait for them at the end of backward. docs/ddp.md tells the story.
 #include <cstddef>
 #include <memory>
 #include <string>
@@ -13,18 +13,15 @@
 
 namespace sg::dist {
 
-class ChromeTrace;
-
 // A contiguous run of gradients all-reduced as one tensor: fewer, larger collectives cost
 // less than one per parameter, and the first buckets can be sent while backward still
 // computes the gradients of earlier layers.
 struct Bucket {
-  std::vector<size_t> params;                      // indices into the reducer's parameters, in bucket order
-  std::vector<int64_t> offsets;                    // where each parameter's gradient starts in `buffer`
-  Tensor buffer;                                   // flat, one dtype, all-reduced in place
-  size_t pending = 0;                              // gradients not yet copied in during this backward
-  WorkPtr work;                                    // the all-reduce in flight, once launched
-  std::chrono::steady_clock::time_point ready_at;  // when its last gradient arrived (trace)
+  std::vector<size_t> params;  // indices into the reducer's parameters, in bucket order
+  Tensor buffer;               // flat, one dtype, all-reduced in place
+  TensorList views;            // per parameter: its slice of `buffer`, shaped like it, which becomes its .grad
+  size_t pending = 0;          // gradients not yet in the bucket during this backward
+  WorkPtr work;                // the all-reduce in flight, once launched
 };
 
 // Bucket assignment: walk the parameters in REVERSE registration order (roughly the order
@@ -33,37 +30,46 @@ struct Bucket {
 // bucket of its own. Returns each bucket's parameter indices.
 std::vector<std::vector<size_t>> assign_buckets(const TensorList& params, size_t cap_bytes);
 
+// What a Reducer announces as a synchronised backward unfolds, in this order and on the thread
+// that runs backward. Instrumentation listens here (dist/backward_timeline.h: step timings and
+// the Chrome trace), so the reducer itself holds none of it. Every event does nothing by default.
+class ReducerObserver {
+public:
+  virtual ~ReducerObserver() = default;
+  virtual void backward_started() {}    // the gradient reached the model's output
+  virtual void bucket_ready(size_t) {}  // the bucket's last gradient is in; its all-reduce may start
+  virtual void backward_finished() {}   // backward's last node ran; the wait for the all-reduces begins
+  virtual void gradients_averaged(const std::vector<Bucket>&) {}  // every all-reduce completed
+};
+
 class Reducer : public std::enable_shared_from_this<Reducer> {
 public:
   // `params` are the parameters that require grad, in registration order; `names` label them in
-  // errors. Call install_hooks() once the reducer is owned by a shared_ptr.
+  // errors. A parameter that already has a .grad gets it copied into its bucket and pointed
+  // there. Call install_hooks() once the reducer is owned by a shared_ptr.
   Reducer(TensorList params, std::vector<std::string> names, ProcessGroup& group, size_t bucket_cap_bytes,
           bool find_unused_parameters);
   void install_hooks();
+  void set_observer(std::shared_ptr<ReducerObserver> observer);
 
   // Called by DDP's forward before every backward that should synchronise: forgets the state
   // of the previous backward. With `sync` false (no_sync), hooks leave gradients local.
   void prepare_for_backward(bool sync);
+  // Called when the gradient reaches the model's output (the observer's backward_started).
+  void mark_backward_start();
   const std::vector<Bucket>& buckets() const { return buckets_; }
 
-  // Timings of the last synchronised backward (bench/ reports them against the backward time).
-  struct StepTimes {
-    double backward_ms = 0;    // from the gradient reaching the model's output to backward's last node
-    double wait_ms = 0;        // from backward's last node to the averaged gradients in .grad
-    double all_reduce_ms = 0;  // the buckets' all-reduces as they ran on the communication thread
-  };
-  const StepTimes& last_step_times() const { return last_step_times_; }
-  // Records the first `steps` synchronised backwards (backward, waiting, each bucket's
-  // all-reduce) and then writes them, all ranks in one file, to `path` (rank 0 writes).
-  void trace_to(const std::string& path, int steps);
-  // Called when the gradient reaches the model's output: where the trace's backward begins.
-  void mark_backward_start();
+  // Whether `grad` lies in a bucket and the last backward was synchronised, so that it holds
+  // the average over every rank (unless someone changed it since on this rank alone).
+  bool holds_average(const Tensor& grad) const;
 
 private:
   void mark_ready(size_t param);
+  void point_grad_at_bucket(size_t param);
+  void slot_filled(size_t bucket);
   void launch_ready_buckets();
   void finalize();  // queued at the end of backward
-  void record_trace(std::chrono::steady_clock::time_point backward_done);
+  void take_part_without_gradients(const std::vector<size_t>& unused);
 
   TensorList params_;
   std::vector<std::string> names_;
@@ -77,11 +83,14 @@ private:
   bool sync_ = true;
   bool expecting_backward_ = false;  // set by prepare_for_backward, cleared by finalize
   bool finalize_queued_ = false;
-  StepTimes last_step_times_;
-  std::shared_ptr<ChromeTrace> trace_;
-  std::string trace_path_;
-  int trace_steps_left_ = 0;
-  std::chrono::steady_clock::time_point backward_started_;
+  bool averaged_ = false;  // the buckets hold the average of the last synchronised backward
+  std::shared_ptr<ReducerObserver> observer_ = std::make_shared<ReducerObserver>();
 };
+
+// Whether every tensor in `gradients` holds an average over all ranks that a live Reducer
+// computed (Reducer::holds_average). The loss scaler's all-reduce of its found-inf flag is
+// redundant then: an inf on any rank is in every rank's average (Note [Found-inf under DDP]).
+// The answer depends only on what every rank shares, so all ranks take the same decision.
+bool all_averaged_across_ranks(const TensorList& gradients);
 
 }  // namespace sg::dist

@@ -138,13 +138,17 @@ int convert_sync_batchnorm(nn::Module& module, ProcessGroup* group) {
   for (const auto& [name, child] : module.named_modules()) {
     auto* bn = dynamic_cast<nn::BatchNormBase*>(child.get());
     if (bn == nullptr) continue;
-    // Raw pointer: the function lives inside the module it points to.
+    // Raw pointer: the function lives inside the module it points to. Only training
+    // synchronises, as in PyTorch: an evaluation forward (which comes here only without running
+    // statistics) normalises with its own batch and needs no process group at all.
     bn->batch_statistics_forward = [bn, group](const Tensor& input, double momentum) {
-      const int world = group ? group->size() : (is_initialized() ? get_world_size() : 1);
-      if (!bn->is_training() || world == 1)
-        return batch_norm(input, bn->weight, bn->bias, bn->running_mean, bn->running_var, true, momentum, bn->eps);
-      return sync_batch_norm(input, bn->weight, bn->bias, bn->running_mean, bn->running_var, momentum, bn->eps,
-                             group ? *group : default_group());
+      if (bn->is_training()) {
+        ProcessGroup* statistics_group = group ? group : (is_initialized() ? &default_group() : nullptr);
+        if (statistics_group != nullptr && statistics_group->size() > 1)
+          return sync_batch_norm(input, bn->weight, bn->bias, bn->running_mean, bn->running_var, momentum, bn->eps,
+                                 *statistics_group);
+      }
+      return batch_norm(input, bn->weight, bn->bias, bn->running_mean, bn->running_var, true, momentum, bn->eps);
     };
     ++converted;
   }

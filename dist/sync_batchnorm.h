@@ -16,11 +16,12 @@ namespace sg::dist {
 Tensor sync_batch_norm(const Tensor& input, const Tensor& weight, const Tensor& bias, const Tensor& running_mean,
                        const Tensor& running_var, double momentum, double eps, ProcessGroup& group);
 
-// Switches every BatchNorm1d/2d inside `module` to synchronised statistics in training (eval
-// still uses the running statistics). The modules are changed in place rather than replaced
-// because C++ parents hold typed handles to their children (docs/decisions.md). `group`
-// defaults to the default process group at forward time; with one rank it is plain BatchNorm.
-// Returns how many layers were converted.
+// Switches every BatchNorm1d/2d inside `module` to synchronised statistics in training. Eval
+// forwards stay local: no communication and no process group needed (the running statistics,
+// or without them this rank's batch, as in PyTorch). The modules are changed in place rather
+// than replaced because C++ parents hold typed handles to their children (docs/decisions.md).
+// `group` defaults to the default process group at forward time; with one rank, or no group,
+// it is plain BatchNorm. Returns how many layers were converted.
 int convert_sync_batchnorm(nn::Module& module, ProcessGroup* group = nullptr);
 
 }  // namespace sg::dist

@@ -28,13 +28,14 @@ std::pair<int64_t, int64_t> shard(int rank, int world, int64_t global) {
   return {rank * share, (rank + 1) * share};
 }
 
-void train(nn::Module& model, int64_t begin, int64_t end, int micro_batches, const PartStep& on_part, Device device) {
+void train(nn::Module& model, int64_t begin, int64_t end, int micro_batches, const PartStep& on_part, Device device,
+           bool set_grads_to_none) {
   optim::SGD optimizer(model.parameters(), {.lr = 0.05, .momentum = 0.9});
   const int64_t part_rows = (end - begin) / micro_batches;
   for (int step = 0; step < kSteps; ++step) {
     const auto [host_x, host_y] = batch(step);
     const Tensor x = host_x.to(device), y = host_y.to(device);
-    optimizer.zero_grad();
+    optimizer.zero_grad(set_grads_to_none);
     for (int part = 0; part < micro_batches; ++part) {
       const int64_t from = begin + part * part_rows;
       on_part(part, micro_batches, [&, from] {

@@ -26,10 +26,11 @@ std::pair<int64_t, int64_t> shard(int rank, int world, int64_t global);
 // global batch, with an MSE loss averaged over those rows. With `micro_batches` > 1, each step
 // accumulates that many equal parts, every part's loss divided by micro_batches; `on_part` runs
 // each part's forward+backward (DDP passes one that wraps all but the last in no_sync). The
-// batches are moved to `device`, where the model lives.
+// batches are moved to `device`, where the model lives. Each step starts with
+// zero_grad(set_grads_to_none).
 using PartStep = std::function<void(int part, int parts, const std::function<void()>& forward_backward)>;
 void train(nn::Module& model, int64_t begin, int64_t end, int micro_batches, const PartStep& on_part,
-           Device device = Device::cpu());
+           Device device = Device::cpu(), bool set_grads_to_none = true);
 
 // A Linear(10, 6) followed by BatchNorm1d(6), for the buffer-broadcast test.
 std::shared_ptr<nn::Sequential> make_linear_batch_norm();

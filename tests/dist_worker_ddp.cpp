@@ -3,6 +3,7 @@
 //   dist_worker_ddp <scenario> <output dir> [scenario arguments]
 // Each rank writes what the test compares into <output dir>; an sg::Error is printed to stderr
 // and ends the process with exit code 3, which the error-path tests expect.
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <iostream>
@@ -15,22 +16,39 @@ namespace ddp = sg::test::ddp;
 
 namespace {
 
+// After a synchronised backward every .grad is a view into one of DDP's buckets.
+void check_grads_are_bucket_views(const dist::DistributedDataParallel& ddp_model) {
+  for (const auto& [name, p] : ddp_model.named_parameters()) {
+    const auto& buckets = ddp_model.reducer().buckets();
+    const bool in_a_bucket = std::any_of(buckets.begin(), buckets.end(), [&](const dist::Bucket& bucket) {
+      return p.grad().defined() && p.grad().storage() == bucket.buffer.storage();
+    });
+    SG_CHECK(in_a_bucket, "rank ", dist::get_rank(), ": the gradient of ", name, " is not a view into a bucket");
+  }
+}
+
 // Trains the MLP under DDP; rank 0 saves the final parameters. Ranks start from different
-// weights on purpose: DDP's construction must copy rank 0's to all.
-void equivalence(const std::string& out, double bucket_cap_mb, int micro_batches, const std::string& trace) {
+// weights on purpose: DDP's construction must copy rank 0's to all. `set_grads_to_none` false
+// zeroes the gradients in place between steps, so backward accumulates straight into the buckets.
+void equivalence(const std::string& out, double bucket_cap_mb, int micro_batches, const std::string& trace,
+                 bool set_grads_to_none) {
   const int rank = dist::get_rank(), world = dist::get_world_size();
   auto ddp_model = std::make_shared<dist::DistributedDataParallel>(
       ddp::make_mlp(rank == 0 ? 1 : 100 + rank),
       dist::DDPOptions{.bucket_cap_mb = bucket_cap_mb, .trace_path = trace, .trace_steps = 2});
   const auto [begin, end] = ddp::shard(rank, world, ddp::kGlobalBatch);
-  ddp::train(*ddp_model, begin, end, micro_batches, [&](int part, int parts, const std::function<void()>& step) {
-    if (part + 1 < parts) {
-      auto no_sync = ddp_model->no_sync();
-      step();
-    } else {
-      step();
-    }
-  });
+  ddp::train(
+      *ddp_model, begin, end, micro_batches,
+      [&](int part, int parts, const std::function<void()>& step) {
+        if (part + 1 < parts) {
+          auto no_sync = ddp_model->no_sync();
+          step();
+        } else {
+          step();
+          check_grads_are_bucket_views(*ddp_model);
+        }
+      },
+      Device::cpu(), set_grads_to_none);
   if (rank == 0) save_safetensors(out + "/params.safetensors", ddp_model->module().state_dict());
 }
 
@@ -170,23 +188,20 @@ void rank_dies() {
   }
 }
 
-// An f16 loss scaler under DDP, with an overflow injected into rank 1's gradients only, after
-// the all-reduce: both ranks must skip that step and halve the scale, then both step.
-void scaler_agreement() {
-  const int rank = dist::get_rank(), world = dist::get_world_size();
-  dist::DistributedDataParallel ddp_model(ddp::make_mlp(1));
-  optim::SGD optimizer(ddp_model.parameters(), {.lr = 0.05});
+// Two steps of an f16 loss scaler: the step at which rank 1's gradients overflowed must be
+// skipped on every rank, with the scale halved, and the next one taken everywhere. `loss_of`
+// gives each step's loss on this rank's rows, made so that rank 1's gradients overflow at step 0.
+// `averaged`: whether every gradient is a DDP average, so that the scaler skips its all-reduce.
+void scaler_steps(optim::Optimizer& optimizer, const std::function<Tensor(int step)>& loss_of, bool averaged) {
+  const int rank = dist::get_rank();
   amp::GradScaler scaler;
-  const auto [begin, end] = ddp::shard(rank, world, ddp::kGlobalBatch);
   for (int step = 0; step < 2; ++step) {
-    const auto [x, y] = ddp::batch(step);
     optimizer.zero_grad();
-    scaler.scale(nn::functional::mse_loss(ddp_model(x.narrow(0, begin, end - begin)), y.narrow(0, begin, end - begin)))
-        .backward();
-    if (step == 0 && rank == 1) {
-      NoGradGuard no_grad;
-      ddp_model.parameters()[0].mutable_grad().view({-1}).narrow(0, 0, 1).fill_(INFINITY);
-    }
+    scaler.scale(loss_of(step)).backward();
+    TensorList grads;
+    for (const Tensor& p : optimizer.all_params()) grads.push_back(p.grad());
+    SG_CHECK(dist::all_averaged_across_ranks(grads) == averaged, "rank ", rank, " step ", step, ": the gradients are ",
+             averaged ? "not " : "", "all DDP averages");
     const bool stepped = scaler.step(optimizer);
     scaler.update();
     SG_CHECK(stepped == (step == 1), "rank ", rank, " step ", step, ": stepped = ", stepped);
@@ -194,6 +209,47 @@ void scaler_agreement() {
   SG_CHECK(scaler.get_scale() == 32768.0 && scaler.skipped_steps() == 1, "rank ", rank, ": scale ", scaler.get_scale(),
            ", skipped ", scaler.skipped_steps());
   std::cout << "rank " << rank << ": skipped 1, scale " << scaler.get_scale() << "\n";
+}
+
+// The overflow comes from rank 1's own batch (an inf input at step 0), so DDP's average carries
+// it to every rank and the scaler needs no all-reduce of its own (Note [Found-inf under DDP]).
+void scaler_agreement() {
+  const int rank = dist::get_rank(), world = dist::get_world_size();
+  dist::DistributedDataParallel ddp_model(ddp::make_mlp(1));
+  optim::SGD optimizer(ddp_model.parameters(), {.lr = 0.05});
+  const auto [begin, end] = ddp::shard(rank, world, ddp::kGlobalBatch);
+  scaler_steps(
+      optimizer,
+      [&](int step) {
+        const auto [x, y] = ddp::batch(step);
+        Tensor rows = x.narrow(0, begin, end - begin).clone();
+        if (step == 0 && rank == 1) rows.view({-1}).narrow(0, 0, 1).fill_(INFINITY);
+        return nn::functional::mse_loss(ddp_model(rows), y.narrow(0, begin, end - begin));
+      },
+      /*averaged=*/true);
+}
+
+// A parameter outside DDP (a learned output scale) has a local gradient, which overflows on
+// rank 1 only: the scaler's all-reduce of the found-inf flag makes every rank skip that step.
+void scaler_local_gradient() {
+  const int rank = dist::get_rank(), world = dist::get_world_size();
+  dist::DistributedDataParallel ddp_model(ddp::make_mlp(1));
+  Tensor output_scale = ones({1}).requires_grad_();
+  TensorList params = ddp_model.parameters();
+  params.push_back(output_scale);
+  optim::SGD optimizer(params, {.lr = 0.05});
+  const auto [begin, end] = ddp::shard(rank, world, ddp::kGlobalBatch);
+  scaler_steps(
+      optimizer,
+      [&](int step) {
+        const auto [x, y] = ddp::batch(step);
+        const Tensor prediction = ddp_model(x.narrow(0, begin, end - begin));
+        Tensor loss = nn::functional::mse_loss(prediction * output_scale, y.narrow(0, begin, end - begin));
+        // d loss / d output_scale is inf on rank 1 at step 0; DDP's gradients stay finite.
+        if (step == 0 && rank == 1) loss = loss + output_scale.sum() * 1e38;
+        return loss;
+      },
+      /*averaged=*/false);
 }
 
 // The Accelerator on several ranks: each rank's loader share, gathered for metrics, is the data
@@ -204,8 +260,8 @@ void accelerator_ranks(const std::string& out) {
   auto dataset = std::make_shared<data::TensorDataset>(arange(0, 11, 1, {DType::f32}), arange(0, 11, 1, {DType::i64}));
   data::DataLoader loader = accelerator.prepare(dataset, {.batch_size = 3});
   TensorList targets;
-  for (const data::Batch& batch : loader) targets.push_back(batch.target);
-  const Tensor gathered = accelerator.gather_for_metrics(cat(targets), dataset->size());
+  for (const data::Batch& batch : loader) targets.push_back(accelerator.gather_for_metrics(batch.target));
+  const Tensor gathered = cat(targets);
   SG_CHECK(gathered.numel() == 11, "gathered ", gathered.numel(), " results");
   for (int64_t i = 0; i < 11; ++i)
     SG_CHECK(gathered.data_ptr<int64_t>()[i] == i, "gathered[", i, "] = ", gathered.data_ptr<int64_t>()[i]);
@@ -238,7 +294,8 @@ int main(int argc, char** argv) {
   try {
     set_num_threads(1);
     dist::init_process_group();
-    if (scenario == "equivalence") equivalence(out, std::stod(arg(3, "25")), std::stoi(arg(4, "1")), arg(5, ""));
+    if (scenario == "equivalence")
+      equivalence(out, std::stod(arg(3, "25")), std::stoi(arg(4, "1")), arg(5, ""), arg(6, "none") == "none");
     else if (scenario == "two_inputs") two_inputs(out);
     else if (scenario == "unused") unused_parameters(out, arg(3, "1") == "1");
     else if (scenario == "mismatch") mismatched_models();
@@ -246,6 +303,7 @@ int main(int argc, char** argv) {
     else if (scenario == "buffers") buffers(out);
     else if (scenario == "rank_dies") rank_dies();
     else if (scenario == "scaler") scaler_agreement();
+    else if (scenario == "scaler_local") scaler_local_gradient();
     else if (scenario == "accelerator") accelerator_ranks(out);
     else SG_CHECK(false, "unknown scenario '", scenario, "'");
     dist::destroy_process_group();

@@ -1,9 +1,12 @@
-// dist::Accelerator on a single process (the multi-process side runs in tests/test_ddp.cpp):
-// prepare leaves the model alone, the loader covers the data set, state round-trips, and the
-// mixed-precision pieces (autocast, scaler, unscale before clipping) are wired.
+// dist::Accelerator on a single process: prepare leaves the model alone, the loader covers the
+// data set, state round-trips, the mixed-precision pieces (autocast, scaler, unscale before
+// clipping) are wired, and gradient accumulation steps when it should. Then on several processes
+// (tests/dist_worker_accelerator.cpp): gather_for_metrics batch by batch, accumulation
+// equivalence, uneven batches, mid-epoch resume.
 #include <cstdlib>
 #include <filesystem>
 
+#include "dist_harness.h"
 #include "helpers.h"
 
 using namespace sg;
@@ -42,10 +45,242 @@ TEST_CASE("on one process the accelerator leaves the model as it is and the load
   auto dataset = std::make_shared<data::TensorDataset>(arange(0, 11, 1, {DType::f32}), arange(0, 11, 1, {DType::i64}));
   data::DataLoader loader = accelerator.prepare(dataset, {.batch_size = 4, .shuffle = true, .seed = 3});
   TensorList seen;
-  for (const data::Batch& batch : loader) seen.push_back(batch.target);
-  const Tensor all = accelerator.gather_for_metrics(cat(seen), dataset->size());
+  for (const data::Batch& batch : loader) seen.push_back(accelerator.gather_for_metrics(batch.target));
+  const Tensor all = cat(seen);
   CHECK(all.numel() == 11);
   CHECK(test::values(all.sum()) == std::vector<double>{55});  // 0 + 1 + ... + 10: each exactly once
+}
+
+TEST_CASE("gather_for_metrics names a tensor that is not one row per example of the batch") {
+  dist::Accelerator accelerator;
+  auto dataset = std::make_shared<data::TensorDataset>(randn({6, 3}, {}, &test::rng()), arange(0, 6, 1));
+  for (const data::Batch& batch : accelerator.prepare(dataset, {.batch_size = 4})) {
+    CHECK_THROWS_WITH_AS(accelerator.gather_for_metrics(batch.input.reshape({-1})),
+                         doctest::Contains("one row per example of this process's batch"), Error);
+    CHECK(accelerator.gather_for_metrics(batch.input.sum()).numel() == 1);  // a 0-dim value: one per rank
+    break;
+  }
+  CHECK(accelerator.gather_for_metrics(randn({5}, {}, &test::rng())).numel() == 5);  // outside a loop: gather
+}
+
+TEST_CASE("accumulate: with k = 3 over 7 batches the optimizer steps after batches 3, 6 and 7 only") {
+  dist::AcceleratorOptions options;
+  options.gradient_accumulation_steps = 3;
+  dist::Accelerator accelerator(options);
+  auto model = accelerator.prepare(small_model());
+  optim::SGD optimizer(model->parameters(), {.lr = 0.1});
+  optim::StepLR scheduler(optimizer, 1, 0.5);
+  accelerator.prepare(optimizer);
+  auto dataset =
+      std::make_shared<data::TensorDataset>(randn({13, 3}, {}, &test::rng()), randn({13, 2}, {}, &test::rng()));
+  std::vector<bool> synced;
+  for (const data::Batch& batch : accelerator.prepare(dataset, {.batch_size = 2})) {
+    const auto accumulation = accelerator.accumulate(*model);
+    const Tensor before = model->parameters()[0].detach().clone();
+    accelerator.backward(nn::functional::mse_loss((*model)(batch.input), batch.target));
+    if (!accelerator.sync_gradients())
+      CHECK_THROWS_WITH_AS(accelerator.clip_grad_norm_(model->parameters(), 1.0), doctest::Contains("sync_gradients"),
+                           Error);
+    CHECK(accelerator.step(optimizer) == accelerator.sync_gradients());
+    accelerator.step(scheduler);
+    accelerator.zero_grad(optimizer);
+    synced.push_back(accelerator.sync_gradients());
+    // Between steps the parameters stay and the gradients add up.
+    CHECK((test::max_abs_diff(model->parameters()[0], before) == 0) == !accelerator.sync_gradients());
+    CHECK(model->parameters()[0].grad().defined() == !accelerator.sync_gradients());
+  }
+  CHECK(synced == std::vector<bool>{false, false, true, false, false, true, true});
+  CHECK(optimizer.lr(0) == 0.1 * 0.125);  // the scheduler stepped 3 times
+  // Outside a loop, every k-th call synchronises.
+  for (int call = 1; call <= 6; ++call) {
+    const auto accumulation = accelerator.accumulate(*model);
+    CHECK(accelerator.sync_gradients() == (call % 3 == 0));
+  }
+}
+
+TEST_CASE("accumulate: k = 4 micro-batches of 4 equal k = 1 batches of 16, the short last window included") {
+  // 37 examples: windows of 16, 16 and 5 examples; each micro-batch's loss weighs its share.
+  auto dataset =
+      std::make_shared<data::TensorDataset>(randn({37, 3}, {}, &test::rng()), randn({37, 2}, {}, &test::rng()));
+  const auto train = [&](int steps, int64_t batch_size) {
+    dist::AcceleratorOptions options;
+    options.gradient_accumulation_steps = steps;
+    dist::Accelerator accelerator(options);
+    auto model = accelerator.prepare(small_model());
+    optim::SGD optimizer(model->parameters(), {.lr = 0.2, .momentum = 0.9});
+    accelerator.prepare(optimizer);
+    for (const data::Batch& batch : accelerator.prepare(dataset, {.batch_size = batch_size, .shuffle = true})) {
+      const auto accumulation = accelerator.accumulate(*model);
+      accelerator.backward(nn::functional::mse_loss((*model)(batch.input), batch.target));
+      accelerator.step(optimizer);
+      accelerator.zero_grad(optimizer);
+    }
+    return model->state_dict();
+  };
+  const nn::StateDict accumulated = train(4, 4), whole = train(1, 16);
+  for (const auto& [name, value] : whole) {
+    INFO(name);
+    CHECK(test::max_abs_diff(accumulated.at(name), value) < 1e-6);
+  }
+}
+
+TEST_CASE("clip_grad_norm_ takes a norm type, clip_grad_value_ clamps, both on the true gradients under f16") {
+  dist::AcceleratorOptions options;
+  options.mixed_precision = "f16";
+  dist::Accelerator accelerator(options);
+  auto model = accelerator.prepare(small_model());
+  optim::SGD optimizer(model->parameters(), {.lr = 0.1});
+  accelerator.prepare(optimizer);
+  const Tensor x = randn({5, 3}, {}, &test::rng());
+  const auto scaled_backward = [&] {
+    optimizer.zero_grad();
+    Tensor loss;
+    {
+      const amp::AutocastGuard autocast = accelerator.autocast();
+      loss = (*model)(x).pow(2.0).mean();
+    }
+    accelerator.backward(loss);
+  };
+  scaled_backward();
+  TensorList grads;
+  for (const Tensor& param : model->parameters()) grads.push_back(param.grad() / 65536.0);
+  double max_abs = 0;
+  for (const Tensor& grad : grads) max_abs = std::max(max_abs, grad.abs().max().item());
+  CHECK(accelerator.clip_grad_norm_(model->parameters(), 1e9, optim::kInfNorm) ==
+        doctest::Approx(max_abs).epsilon(1e-6));
+  accelerator.step(optimizer);
+
+  scaled_backward();
+  accelerator.clip_grad_value_(model->parameters(), 1e-3);
+  for (const Tensor& param : model->parameters())
+    CHECK(param.grad().abs().max().item() <= static_cast<double>(static_cast<float>(1e-3)));
+  CHECK(accelerator.step(optimizer));
+}
+
+TEST_CASE("set_seed seeds the default generator, main_process_first runs the work on one process") {
+  dist::set_seed(42);
+  const Tensor first = randn({4});
+  dist::set_seed(42, /*device_specific=*/true);  // rank 0: the seed itself
+  CHECK(test::max_abs_diff(randn({4}), first) == 0);
+  dist::Accelerator accelerator;
+  int runs = 0;
+  accelerator.main_process_first([&] { ++runs; });
+  accelerator.local_main_process_first([&] { ++runs; });
+  CHECK(runs == 2);
+}
+
+TEST_CASE("mid-epoch: save_state inside the loop, load_state, and the loader resumes at the next batch") {
+  const std::string path = "test_accelerator_mid_epoch.safetensors";
+  auto dataset = std::make_shared<data::TensorDataset>(randn({23, 3}, {}, &test::rng()), arange(0, 23, 1));
+  const data::DataLoaderOptions loader_options{.batch_size = 3, .shuffle = true, .num_workers = 2, .seed = 4};
+  const auto targets_of = [](const data::Batch& batch) { return test::values(batch.target); };
+  std::vector<std::vector<double>> uninterrupted;
+  {
+    dist::Accelerator accelerator;
+    data::DataLoader loader = accelerator.prepare(dataset, loader_options);
+    for (int epoch = 0; epoch < 2; ++epoch)
+      for (const data::Batch& batch : loader) uninterrupted.push_back(targets_of(batch));
+  }
+  // 23 examples in batches of 3: 8 batches per epoch. Stop after batch 4 of epoch 0.
+  auto model = small_model();
+  {
+    dist::Accelerator accelerator;
+    data::DataLoader loader = accelerator.prepare(dataset, loader_options);
+    int64_t batch_index = 0;
+    for (const data::Batch& batch : loader) {
+      CHECK(targets_of(batch) == uninterrupted[batch_index]);
+      if (batch_index == 4) {
+        accelerator.save_state(path, *model, {{"epoch", "0"}});
+        break;
+      }
+      ++batch_index;
+    }
+  }
+  uninterrupted.erase(uninterrupted.begin(), uninterrupted.begin() + 5);
+  dist::Accelerator accelerator;
+  data::DataLoader loader = accelerator.prepare(dataset, loader_options);
+  CHECK(accelerator.load_state(path, *model).at("epoch") == "0");
+  std::vector<std::vector<double>> resumed;
+  for (int epoch = 0; epoch < 2; ++epoch)
+    for (const data::Batch& batch : loader) resumed.push_back(targets_of(batch));
+  CHECK(resumed == uninterrupted);  // epoch 0 from batch 5 on, then epoch 1 whole
+
+  dist::Accelerator fewer_loaders;  // the state holds one loader's position
+  CHECK_THROWS_WITH_AS(fewer_loaders.load_state(path, *model), doctest::Contains("1 prepared loader(s), but 0"), Error);
+  std::filesystem::remove(path);
+}
+
+namespace {
+
+// Runs tests/dist_worker_accelerator.cpp's `scenario` on `world` ranks; every rank must succeed.
+test::RankResults run_scenario(int world, const std::vector<std::string>& args) {
+  test::RankResults result = test::run_ranks(SG_DIST_WORKER_ACCELERATOR, world, args);
+  INFO(result.summary());
+  REQUIRE(result.all_succeeded());
+  return result;
+}
+
+// The largest |a - b| over two parameter files.
+double parameter_difference(const std::string& a, const std::string& b) {
+  const SafetensorsFile first = load_safetensors(a), second = load_safetensors(b);
+  REQUIRE(first.tensors.size() == second.tensors.size());
+  double difference = 0;
+  for (const auto& [name, value] : first.tensors)
+    difference = std::max(difference, test::max_abs_diff(value, second.tensors.at(name)));
+  return difference;
+}
+
+}  // namespace
+
+TEST_CASE("gather_for_metrics batch by batch on 3 ranks returns exactly the data set, in the sampler's order") {
+  // 11 and 7 examples on 3 ranks: shares padded with 1 and 2 duplicates; with 7, two ranks'
+  // last batches are all padding (their 0-dim values must go). Even and uneven batches alike.
+  for (const std::string size : {"11", "7"})
+    for (const std::string batches : {"even", "uneven"}) {
+      CAPTURE(size);
+      CAPTURE(batches);
+      test::TempDir out;
+      const test::RankResults result = run_scenario(3, {"metrics", out.path(), size, batches});
+      for (int rank = 0; rank < 3; ++rank) CHECK(test::contains(result.output(rank), "metrics ok"));
+    }
+}
+
+TEST_CASE("gradient accumulation on 2 ranks: k = 4 x batch 16 equals k = 1 x batch 64") {
+  // 200 examples: 100 per rank, 7 micro-batches (the last of 4) and 2 optimizer steps per epoch.
+  test::TempDir out;
+  const test::RankResults accumulated =
+      run_scenario(2, {"train", out.path(), "accumulated", "200", "16", "4", "even", "2"});
+  run_scenario(2, {"train", out.path(), "whole", "200", "64", "1", "even", "2"});
+  CHECK(test::contains(accumulated.output(0), "4 optimizer steps"));
+  CHECK(parameter_difference(out.path() + "/accumulated.safetensors", out.path() + "/whole.safetensors") < 1e-5);
+}
+
+TEST_CASE("even_batches = false on 2 ranks: uneven last batches finish and equal one process on the whole batches") {
+  // 17 examples, 4 per rank and step: rank 0 gets 9 (4, 4, 1), rank 1 gets 8 (4, 4) and a join
+  // batch. One process with batches of 8 sees the same examples per step: 8, 8, 1.
+  test::TempDir out;
+  run_scenario(2, {"train", out.path(), "uneven", "17", "4", "1", "uneven", "2"});
+  run_scenario(1, {"train", out.path(), "one", "17", "8", "1", "even", "2"});
+  run_scenario(2, {"train", out.path(), "padded", "17", "4", "1", "even", "2"});
+  CHECK(parameter_difference(out.path() + "/uneven.safetensors", out.path() + "/one.safetensors") < 1e-6);
+  // Even batches train on a duplicate: a different (and here wrong) result, so the test can tell.
+  CHECK(parameter_difference(out.path() + "/padded.safetensors", out.path() + "/one.safetensors") > 1e-4);
+}
+
+TEST_CASE("mid-epoch resume on 2 ranks sees the batches and reaches the parameters of an uninterrupted run") {
+  test::TempDir out;
+  run_scenario(2, {"resume", out.path(), "full", "0"});
+  run_scenario(2, {"resume", out.path(), "stop", "2"});
+  run_scenario(2, {"resume", out.path(), "resume", "0"});
+  for (const std::string rank : {"0", "1"}) {
+    CAPTURE(rank);
+    const std::string full = test::read_text(out.path() + "/full_rank" + rank + ".txt");
+    const std::string stop = test::read_text(out.path() + "/stop_rank" + rank + ".txt");
+    const std::string resumed = test::read_text(out.path() + "/resume_rank" + rank + ".txt");
+    CHECK(std::count(stop.begin(), stop.end(), '\n') == 3);
+    CHECK(stop + resumed == full);
+  }
+  CHECK(parameter_difference(out.path() + "/full.safetensors", out.path() + "/resume.safetensors") == 0);
 }
 
 TEST_CASE("device cpu puts model and batches on the CPU, and without a GPU auto does too and cuda is an error") {

@@ -339,6 +339,31 @@ TEST_CASE("DataLoader uses a given sampler and refuses it together with shuffle"
                        doctest::Contains("mutually exclusive with shuffle"), Error);
 }
 
+TEST_CASE("skip_first_batches: the next pass starts at that batch of the same order, the one after is whole") {
+  auto dataset = small_dataset();
+  for (int workers : {0, 2}) {
+    CAPTURE(workers);
+    const data::DataLoaderOptions options{.batch_size = 7, .shuffle = true, .num_workers = workers, .seed = 4};
+    data::DataLoader whole(dataset, options), skipping(dataset, options);
+    std::vector<std::vector<int64_t>> expected;
+    for (int epoch = 0; epoch < 2; ++epoch)
+      for (const data::Batch& batch : whole) expected.push_back(as_int64(batch.target));
+    skipping.skip_first_batches(3);
+    std::vector<std::vector<int64_t>> seen;
+    for (int epoch = 0; epoch < 2; ++epoch)
+      for (const data::Batch& batch : skipping) seen.push_back(as_int64(batch.target));
+    expected.erase(expected.begin(), expected.begin() + 3);
+    CHECK(seen == expected);
+  }
+  data::DataLoader loader(dataset, {.batch_size = 7});
+  CHECK_THROWS_WITH_AS(loader.skip_first_batches(loader.size() + 1), doctest::Contains("skip_first_batches"), Error);
+  auto batch_sampler =
+      std::make_shared<data::BatchSampler>(std::make_shared<data::SequentialSampler>(dataset->size()), 5, false);
+  CHECK(data::DataLoader(dataset, {.batch_sampler = batch_sampler}).size() == batch_sampler->size());
+  CHECK_THROWS_WITH_AS(data::DataLoader(dataset, {.drop_last = true, .batch_sampler = batch_sampler}),
+                       doctest::Contains("batch_sampler option is mutually exclusive"), Error);
+}
+
 TEST_CASE("a custom collate receives each batch's examples in sampler order") {
   auto dataset = small_dataset();
   std::vector<std::vector<int64_t>> seen;

@@ -38,17 +38,22 @@ void check_same_parameters(const std::string& file, const nn::StateDict& expecte
 TEST_CASE("DDP on 2 ranks x batch 32 equals 1 rank x batch 64 after 5 SGD-momentum steps") {
   const nn::StateDict expected = reference_parameters();
   // One 25 MB bucket; ~1 KB buckets (each weight larger than the cap alone, the biases packed
-  // together); micro-batches accumulated under no_sync.
+  // together); micro-batches accumulated under no_sync; gradients set to none between steps (the
+  // fresh ones are copied into the buckets) or zeroed in place (backward accumulates into the
+  // buckets, which .grad views). Every rank checks after each step that .grad views a bucket.
   for (const char* cap : {"25", "0.001"})
-    for (const char* micro_batches : {"1", "2"}) {
-      CAPTURE(cap);
-      CAPTURE(micro_batches);
-      test::TempDir out;
-      const auto result = test::run_ranks(SG_DIST_WORKER_DDP, 2, {"equivalence", out.path(), cap, micro_batches});
-      INFO(result.summary());
-      REQUIRE(result.all_succeeded());
-      check_same_parameters(out.path() + "/params.safetensors", expected);
-    }
+    for (const char* micro_batches : {"1", "2"})
+      for (const char* zero_grad : {"none", "zero"}) {
+        CAPTURE(cap);
+        CAPTURE(micro_batches);
+        CAPTURE(zero_grad);
+        test::TempDir out;
+        const auto result =
+            test::run_ranks(SG_DIST_WORKER_DDP, 2, {"equivalence", out.path(), cap, micro_batches, "", zero_grad});
+        INFO(result.summary());
+        REQUIRE(result.all_succeeded());
+        check_same_parameters(out.path() + "/params.safetensors", expected);
+      }
 }
 
 TEST_CASE("DDP::call: a model with two inputs and two outputs on 2 ranks equals 1 rank on the combined batch") {
@@ -203,15 +208,20 @@ TEST_CASE("SyncBatchNorm on 2 and 3 ranks equals BatchNorm on the whole batch") 
 }
 
 TEST_CASE("GradScaler under DDP: an overflow on one rank only makes every rank skip the step") {
-  test::TempDir out;
-  const auto result = test::run_ranks(SG_DIST_WORKER_DDP, 2, {"scaler", out.path()});
-  INFO(result.summary());
-  REQUIRE(result.all_succeeded());
-  for (int rank = 0; rank < 2; ++rank) CHECK(result.output(rank).find("skipped 1, scale 32768") != std::string::npos);
+  // From one rank's batch, carried to all by DDP's average; in a gradient outside DDP, carried by
+  // the scaler's all-reduce of its found-inf flag.
+  for (const char* scenario : {"scaler", "scaler_local"}) {
+    CAPTURE(scenario);
+    test::TempDir out;
+    const auto result = test::run_ranks(SG_DIST_WORKER_DDP, 2, {scenario, out.path()});
+    INFO(result.summary());
+    REQUIRE(result.all_succeeded());
+    for (int rank = 0; rank < 2; ++rank) CHECK(result.output(rank).find("skipped 1, scale 32768") != std::string::npos);
+  }
 }
 
 TEST_CASE(
-    "Accelerator on 2 ranks: gather_for_metrics returns the data set once, in order; state saved once loads "
+    "Accelerator on 2 ranks: gather_for_metrics returns the data set once, in order, state saved once loads "
     "everywhere") {
   test::TempDir out;
   const auto result = test::run_ranks(SG_DIST_WORKER_DDP, 2, {"accelerator", out.path()});

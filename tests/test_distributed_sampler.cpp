@@ -1,10 +1,12 @@
-// DistributedSampler (torch.utils.data.DistributedSampler's padding and striding) and
-// drop_padding (Accelerate's gather_for_metrics). No processes: each rank is a sampler object.
+// DistributedSampler (torch.utils.data.DistributedSampler's padding and striding),
+// DistributedBatchSampler (even and uneven batches) and drop_padding (Accelerate's
+// gather_for_metrics). No processes: each rank is a sampler object.
 #include <algorithm>
 #include <numeric>
 #include <vector>
 
 #include "data/dataloader.h"
+#include "data/distributed_batch_sampler.h"
 #include "data/distributed_sampler.h"
 #include "helpers.h"
 
@@ -230,4 +232,52 @@ TEST_CASE("drop_padding rejects ranks that contributed different shapes") {
   const std::vector<Tensor> gathered = {randn({3, 2}, {}, &test::rng()), randn({2, 2}, {}, &test::rng())};
   CHECK_THROWS_WITH_AS(data::drop_padding(gathered, 5), doctest::Contains("rank 1's results are [2, 2]"), Error);
   CHECK_THROWS_AS(data::drop_padding({}, 5), Error);
+}
+
+TEST_CASE("DistributedBatchSampler: uneven batches keep the examples, a rank that ran out gets a join batch") {
+  // Note [Uneven batches]'s example: 9 examples, 2 ranks, batches of 2.
+  auto rank_batches = [](int rank, bool even) {
+    return data::DistributedBatchSampler(std::make_shared<data::DistributedSampler>(9, 2, rank, false), 2, false, even);
+  };
+  using Batches = std::vector<std::vector<int64_t>>;
+  CHECK(rank_batches(0, false).batches(0) == Batches{{0, 2}, {4, 6}, {8}});
+  CHECK(rank_batches(1, false).batches(0) == Batches{{1, 3}, {5, 7}, {0}});  // the last: a join batch
+  CHECK(rank_batches(1, true).batches(0) == Batches{{1, 3}, {5, 7}, {0}});   // even: the same duplicate
+  const data::DistributedBatchSampler uneven = rank_batches(1, false);
+  CHECK(uneven.example_rows(0, 2) == 1);
+  CHECK(uneven.example_rows(1, 2) == 0);
+  CHECK(uneven.delivered_rows(1, 2) == 1);  // handed out whole, but it holds no example
+  CHECK(uneven.training_rows(1, 2) == 0);
+  CHECK(rank_batches(1, true).training_rows(1, 2) == 1);  // torch trains on the duplicate
+}
+
+TEST_CASE("DistributedBatchSampler: every rank's batch b together is the one-process batch b, in order") {
+  for (int64_t size : {1, 5, 17, 24, 31})
+    for (int world : {1, 2, 3, 4})
+      for (int64_t batch_size : {1, 3, 4}) {
+        CAPTURE(size);
+        CAPTURE(world);
+        CAPTURE(batch_size);
+        const data::DistributedBatchSampler whole(std::make_shared<data::DistributedSampler>(size, 1, 0, true, 6),
+                                                  batch_size * world, false, false);
+        std::vector<std::vector<std::vector<int64_t>>> per_rank;
+        for (int rank = 0; rank < world; ++rank)
+          per_rank.push_back(
+              data::DistributedBatchSampler(std::make_shared<data::DistributedSampler>(size, world, rank, true, 6),
+                                            batch_size, false, false)
+                  .batches(2));
+        const auto expected = whole.batches(2);
+        REQUIRE(per_rank[0].size() == expected.size());
+        for (size_t b = 0; b < expected.size(); ++b) {
+          // Interleave the ranks' example rows back into list order (Note [DistributedSampler padding]).
+          const data::DistributedBatchSampler sampler(
+              std::make_shared<data::DistributedSampler>(size, world, 0, true, 6), batch_size, false, false);
+          std::vector<int64_t> together;
+          for (int64_t row = 0; row < batch_size; ++row)
+            for (int rank = 0; rank < world; ++rank)
+              if (row < sampler.example_rows(rank, static_cast<int64_t>(b)))
+                together.push_back(per_rank[static_cast<size_t>(rank)][b][static_cast<size_t>(row)]);
+          CHECK(together == expected[b]);
+        }
+      }
 }

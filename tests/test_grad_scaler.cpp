@@ -220,8 +220,9 @@ TEST_CASE("the found-inf reducer makes this rank skip a step another rank overfl
   // all-reduce with MAX over two ranks), as the dist layer's reducer does over the process group.
   float other_rank_found_inf = 1.0f;
   int calls = 0;
-  ReducerScope reducer([&](Tensor& found_inf) {
+  ReducerScope reducer([&](Tensor& found_inf, const TensorList& gradients) {
     ++calls;
+    CHECK(gradients.size() == 1);  // p's, the one gradient checked
     float& flag = *found_inf.data_ptr<float>();
     flag = std::max(flag, other_rank_found_inf);
   });

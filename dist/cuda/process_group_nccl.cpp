@@ -102,17 +102,19 @@ public:
   ~ProcessGroupNCCL() override;
 
   std::string backend_name() const override { return "nccl"; }
+  std::string type_name() const override { return "ProcessGroupNCCL"; }
   Device device() const override { return Device::cuda(device_); }
-  WorkPtr all_reduce(Tensor& tensor, ReduceOp op = ReduceOp::SUM) override;
-  WorkPtr broadcast(Tensor& tensor, int root = 0) override;
-  WorkPtr reduce(Tensor& tensor, int root = 0, ReduceOp op = ReduceOp::SUM) override;
-  WorkPtr all_gather(std::vector<Tensor>& outputs, const Tensor& input) override;
-  WorkPtr gather(std::vector<Tensor>& outputs, const Tensor& input, int root = 0) override;
-  WorkPtr scatter(Tensor& output, const std::vector<Tensor>& inputs, int root = 0) override;
-  WorkPtr barrier() override;
   void set_timeout(std::chrono::milliseconds timeout) override;
 
 private:
+  WorkPtr start_all_reduce(Tensor& tensor, ReduceOp op) override;
+  WorkPtr start_broadcast(Tensor& tensor, int root) override;
+  WorkPtr start_reduce(Tensor& tensor, int root, ReduceOp op) override;
+  WorkPtr start_all_gather(std::vector<Tensor>& outputs, const Tensor& input) override;
+  WorkPtr start_gather(std::vector<Tensor>& outputs, const Tensor& input, int root) override;
+  WorkPtr start_scatter(Tensor& output, const std::vector<Tensor>& inputs, int root) override;
+  WorkPtr start_barrier() override;
+
   class NcclWork;
   using Issue = std::function<void()>;  // queues the NCCL calls on stream_
   // Numbers the collective, orders it after the compute stream, runs `issue`, records its end
@@ -122,9 +124,6 @@ private:
   void watchdog_loop();
   void fail(const std::shared_ptr<NcclWork>& culprit, const std::string& what);
   std::string prefix() const;
-  void check_tensor(const Tensor& t, const char* op, const char* what) const;
-  void check_same_layout(const Tensor& t, const Tensor& like, const char* op, const char* what) const;
-  void check_root(int root, const char* op) const;
 
   std::shared_ptr<TcpStore> store_;
   int device_;
@@ -276,26 +275,6 @@ std::string ProcessGroupNCCL::prefix() const {
 
 void ProcessGroupNCCL::set_timeout(std::chrono::milliseconds timeout) { timeout_ms_ = timeout.count(); }
 
-void ProcessGroupNCCL::check_tensor(const Tensor& t, const char* op, const char* what) const {
-  SG_CHECK(t.defined(), "ProcessGroupNCCL::", op, ": ", what, " is undefined");
-  SG_CHECK(t.device() == device(), "ProcessGroupNCCL::", op, ": ", what, " is on ", t.device(),
-           "; this rank's NCCL group works on ", device(), " (move it with .to(Device::cuda(", device_,
-           ")); the Gloo group takes CPU tensors)");
-  SG_CHECK(t.is_contiguous(), "ProcessGroupNCCL::", op, ": ", what, " of shape ", shape_str(t.sizes()),
-           " must be contiguous (call .contiguous() and copy the result back)");
-}
-
-void ProcessGroupNCCL::check_same_layout(const Tensor& t, const Tensor& like, const char* op, const char* what) const {
-  check_tensor(t, op, what);
-  SG_CHECK(t.sizes() == like.sizes() && t.dtype() == like.dtype(), "ProcessGroupNCCL::", op, ": ", what, " is ",
-           t.dtype(), shape_str(t.sizes()), " but must match ", like.dtype(), shape_str(like.sizes()));
-}
-
-void ProcessGroupNCCL::check_root(int root, const char* op) const {
-  SG_CHECK(root >= 0 && root < size(), "ProcessGroupNCCL::", op, ": root ", root, " is not a rank of this group of ",
-           size());
-}
-
 WorkPtr ProcessGroupNCCL::launch(CollectiveDescription description, std::vector<Tensor> tensors, const Issue& issue,
                                  bool blocks_host) {
   std::lock_guard<std::mutex> comm_lock(comm_mutex_);
@@ -409,10 +388,7 @@ void ProcessGroupNCCL::fail(const std::shared_ptr<NcclWork>& culprit, const std:
   ncclCommAbort(comm_);
 }
 
-WorkPtr ProcessGroupNCCL::all_reduce(Tensor& tensor, ReduceOp op) {
-  check_tensor(tensor, "all_reduce", "tensor");
-  SG_CHECK(!(op == ReduceOp::AVG && tensor.dtype() == DType::boolean),
-           "ProcessGroupNCCL::all_reduce: AVG is not defined for bool tensors");
+WorkPtr ProcessGroupNCCL::start_all_reduce(Tensor& tensor, ReduceOp op) {
   const Tensor t = tensor;
   return launch({CollectiveOp::all_reduce, static_cast<int>(op), static_cast<int>(t.dtype()), -1, t.sizes()}, {t}, [&] {
     if (t.numel() == 0) return;
@@ -421,9 +397,7 @@ WorkPtr ProcessGroupNCCL::all_reduce(Tensor& tensor, ReduceOp op) {
   });
 }
 
-WorkPtr ProcessGroupNCCL::broadcast(Tensor& tensor, int root) {
-  check_tensor(tensor, "broadcast", "tensor");
-  check_root(root, "broadcast");
+WorkPtr ProcessGroupNCCL::start_broadcast(Tensor& tensor, int root) {
   const Tensor t = tensor;
   return launch({CollectiveOp::broadcast, -1, static_cast<int>(t.dtype()), root, t.sizes()}, {t}, [&] {
     if (t.numel() == 0) return;
@@ -432,11 +406,7 @@ WorkPtr ProcessGroupNCCL::broadcast(Tensor& tensor, int root) {
   });
 }
 
-WorkPtr ProcessGroupNCCL::reduce(Tensor& tensor, int root, ReduceOp op) {
-  check_tensor(tensor, "reduce", "tensor");
-  check_root(root, "reduce");
-  SG_CHECK(!(op == ReduceOp::AVG && tensor.dtype() == DType::boolean),
-           "ProcessGroupNCCL::reduce: AVG is not defined for bool tensors");
+WorkPtr ProcessGroupNCCL::start_reduce(Tensor& tensor, int root, ReduceOp op) {
   const Tensor t = tensor;
   return launch({CollectiveOp::reduce, static_cast<int>(op), static_cast<int>(t.dtype()), root, t.sizes()}, {t}, [&] {
     if (t.numel() == 0) return;
@@ -445,11 +415,7 @@ WorkPtr ProcessGroupNCCL::reduce(Tensor& tensor, int root, ReduceOp op) {
   });
 }
 
-WorkPtr ProcessGroupNCCL::all_gather(std::vector<Tensor>& outputs, const Tensor& input) {
-  check_tensor(input, "all_gather", "input");
-  SG_CHECK(static_cast<int>(outputs.size()) == size(), "ProcessGroupNCCL::all_gather: expected ", size(),
-           " output tensors (one per rank), got ", outputs.size());
-  for (const Tensor& out : outputs) check_same_layout(out, input, "all_gather", "an output");
+WorkPtr ProcessGroupNCCL::start_all_gather(std::vector<Tensor>& outputs, const Tensor& input) {
   // NCCL gathers into one buffer of size() slots; the outputs may live anywhere, so the slots are
   // copied out on the NCCL stream, still before the collective's end event.
   const Tensor gathered = empty({size() * input.numel()}, {input.dtype(), device()});
@@ -471,15 +437,8 @@ WorkPtr ProcessGroupNCCL::all_gather(std::vector<Tensor>& outputs, const Tensor&
 
 // gather and scatter are point-to-point: the root receives from (sends to) every other rank in
 // one NCCL group call, and copies its own part on the NCCL stream.
-WorkPtr ProcessGroupNCCL::gather(std::vector<Tensor>& outputs, const Tensor& input, int root) {
-  check_tensor(input, "gather", "input");
-  check_root(root, "gather");
+WorkPtr ProcessGroupNCCL::start_gather(std::vector<Tensor>& outputs, const Tensor& input, int root) {
   const bool is_root = rank() == root;
-  if (is_root) {
-    SG_CHECK(static_cast<int>(outputs.size()) == size(), "ProcessGroupNCCL::gather: expected ", size(),
-             " output tensors on the root (one per rank), got ", outputs.size());
-    for (const Tensor& out : outputs) check_same_layout(out, input, "gather", "an output");
-  }
   std::vector<Tensor> keep = is_root ? outputs : std::vector<Tensor>{};
   keep.push_back(input);
   return launch({CollectiveOp::gather, -1, static_cast<int>(input.dtype()), root, input.sizes()}, std::move(keep), [&] {
@@ -499,15 +458,8 @@ WorkPtr ProcessGroupNCCL::gather(std::vector<Tensor>& outputs, const Tensor& inp
   });
 }
 
-WorkPtr ProcessGroupNCCL::scatter(Tensor& output, const std::vector<Tensor>& inputs, int root) {
-  check_tensor(output, "scatter", "output");
-  check_root(root, "scatter");
+WorkPtr ProcessGroupNCCL::start_scatter(Tensor& output, const std::vector<Tensor>& inputs, int root) {
   const bool is_root = rank() == root;
-  if (is_root) {
-    SG_CHECK(static_cast<int>(inputs.size()) == size(), "ProcessGroupNCCL::scatter: expected ", size(),
-             " input tensors on the root (one per rank), got ", inputs.size());
-    for (const Tensor& in : inputs) check_same_layout(in, output, "scatter", "an input");
-  }
   std::vector<Tensor> keep = is_root ? inputs : std::vector<Tensor>{};
   keep.push_back(output);
   return launch(
@@ -529,7 +481,7 @@ WorkPtr ProcessGroupNCCL::scatter(Tensor& output, const std::vector<Tensor>& inp
 }
 
 // An all-reduce of one byte whose value nobody reads; its wait() blocks the host.
-WorkPtr ProcessGroupNCCL::barrier() {
+WorkPtr ProcessGroupNCCL::start_barrier() {
   const Tensor token = empty({1}, {DType::u8, device()});
   return launch(
       {CollectiveOp::barrier, -1, -1, -1, {}}, {token},

@@ -43,7 +43,7 @@ TEST_CASE("nccl: a CPU tensor or a non-contiguous one is an error naming the dev
   INFO(result.summary());
   CHECK(result.exit_code(0) == 0);
   CHECK(contains(result.output(0),
-                 "ProcessGroupNCCL::all_reduce: tensor is on cpu; this rank's NCCL group works on cuda:0"));
+                 "ProcessGroupNCCL::all_reduce: tensor is on cpu; this rank's nccl group works on cuda:0"));
   CHECK(contains(result.output(0), "ProcessGroupNCCL::all_reduce: tensor of shape [2, 4] must be contiguous"));
 }
 

@@ -67,7 +67,7 @@ TEST_CASE("multinomial with replacement on the GPU draws the CPU's samples, bit 
   }
 }
 
-TEST_CASE("multinomial without replacement on the GPU never repeats a category; errors are the CPU's") {
+TEST_CASE("multinomial without replacement on the GPU never repeats a category, errors are the CPU's") {
   Generator generator(4);
   const Tensor samples = multinomial(rand({40, 30}, {}, &generator).to(gpu()), 30, false, &generator).to(Device::cpu());
   for (int64_t r = 0; r < 40; ++r) {

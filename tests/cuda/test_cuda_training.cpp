@@ -98,12 +98,12 @@ TEST_CASE("an Accelerator on device cuda puts the model, every batch and the gat
         test::check_matches_cpu(batch.input, dataset->inputs().narrow(0, first, rows), 0);  // a copy: exact
         test::check_matches_cpu(batch.target, dataset->targets().narrow(0, first, rows), 0);
         CHECK((*model)(batch.input).device() == gpu());
-        targets.push_back(batch.target);
+        targets.push_back(accelerator.gather_for_metrics(batch.target));
+        CHECK(targets.back().device() == gpu());
         first += rows;
       }
       CHECK(first == 10);
-      const Tensor gathered = accelerator.gather_for_metrics(cat(targets), dataset->size());
-      CHECK(gathered.device() == gpu());
+      const Tensor gathered = cat(targets);
       test::check_matches_cpu(gathered, dataset->targets(), 0);
     }
   }

@@ -1,0 +1,201 @@
+// One rank of the multi-process Accelerator tests (tests/test_accelerator.cpp starts one process
+// per rank with RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT set). Usage:
+//   dist_worker_accelerator <scenario> <output dir> [scenario arguments]
+// Each rank checks what it can itself (an sg::Error is printed to stderr naming the rank and
+// ends the process with exit code 3) and writes what the test compares across runs into
+// <output dir>.
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <string>
+
+#include "syncgrad.h"
+
+using namespace sg;
+
+namespace {
+
+// x: [size, 4] from a fixed generator; y = a smooth function of x plus noise, [size, 1]. Every
+// rank and every run builds the same data set.
+std::shared_ptr<data::TensorDataset> regression_data(int64_t size) {
+  Generator generator(7);
+  const Tensor x = randn({size, 4}, {}, &generator);
+  const Tensor y = x.narrow(1, 0, 1) * 0.5 - x.narrow(1, 1, 1).tanh() + randn({size, 1}, {}, &generator) * 0.1;
+  return std::make_shared<data::TensorDataset>(x, y);
+}
+
+std::shared_ptr<nn::Sequential> small_mlp() {
+  Generator generator(11);
+  return std::make_shared<nn::Sequential>(std::initializer_list<std::shared_ptr<nn::Module>>{
+      std::make_shared<nn::Linear>(4, 8, true, &generator), std::make_shared<nn::Tanh>(),
+      std::make_shared<nn::Linear>(8, 1, true, &generator)});
+}
+
+std::string rank_name() { return "rank " + std::to_string(dist::get_rank()); }
+
+// The indices of the data set in the order the sampler lists them in `epoch` (Note
+// [DistributedSampler padding]: the same list on every rank, before it is dealt out).
+std::vector<int64_t> list_order(int64_t size, uint64_t seed, int64_t epoch) {
+  return data::DistributedSampler(size, 1, 0, true, seed).indices(epoch);
+}
+
+// gather_for_metrics batch by batch, on ranks whose shares are padded: the batches' results
+// together are the data set, in the sampler's order, for one tensor, several, and 0-dim values.
+void metrics(int64_t size, bool even_batches) {
+  dist::AcceleratorOptions options;
+  options.even_batches = even_batches;
+  dist::Accelerator accelerator(options);
+  const int world = accelerator.num_processes();
+  auto dataset = std::make_shared<data::TensorDataset>(arange(0, static_cast<double>(size), 1, {DType::f32}) * 0.5,
+                                                       arange(0, static_cast<double>(size), 1, {DType::i64}));
+  data::DataLoader loader = accelerator.prepare(dataset, {.batch_size = 2, .shuffle = true, .seed = 5});
+  for (int epoch = 0; epoch < 2; ++epoch) {  // epoch 1 is shuffled differently: the tracking follows
+    TensorList targets, inputs;
+    double batch_sums = 0;
+    int64_t batch = 0;
+    for (const data::Batch& b : loader) {
+      const TensorList gathered = accelerator.gather_for_metrics({b.target, b.input});
+      targets.push_back(gathered[0]);
+      inputs.push_back(gathered[1]);
+      // One value per rank whose batch holds an example of the data set.
+      const Tensor sums = accelerator.gather_for_metrics(b.target.sum());
+      const int64_t ranks_with_examples = std::clamp<int64_t>(size - 2 * batch * world, 0, world);
+      SG_CHECK(sums.numel() == ranks_with_examples, rank_name(), ", epoch ", epoch, ", batch ", batch, ": ",
+               sums.numel(), " batch sums kept, expected ", ranks_with_examples);
+      batch_sums += sums.sum().item();
+      ++batch;
+    }
+    const Tensor all = cat(targets);
+    const std::vector<int64_t> expected = list_order(size, 5, epoch);
+    SG_CHECK(all.numel() == size, rank_name(), ", epoch ", epoch, ": gathered ", all.numel(), " results, expected ",
+             size);
+    for (int64_t i = 0; i < size; ++i)
+      SG_CHECK(all.data_ptr<int64_t>()[i] == expected[i], rank_name(), ", epoch ", epoch, ": gathered[", i,
+               "] = ", all.data_ptr<int64_t>()[i], ", expected ", expected[i]);
+    SG_CHECK((cat(inputs) - all.to(DType::f32) * 0.5).abs().max().item() == 0, rank_name(), ": inputs out of step");
+    // Uneven batches hold no duplicates, so the per-batch sums add up to 0 + 1 + ... + size - 1.
+    if (!even_batches)
+      SG_CHECK(batch_sums == static_cast<double>(size * (size - 1) / 2), rank_name(), ": batch sums add up to ",
+               batch_sums);
+  }
+
+  // Outside a loop: plain collectives.
+  const auto rank = static_cast<double>(accelerator.process_index());
+  const Tensor ranks = accelerator.gather(full({}, rank, {DType::f32}));
+  SG_CHECK(ranks.numel() == world && ranks.data_ptr<float>()[world - 1] == static_cast<float>(world - 1), rank_name(),
+           ": gather of 0-dim values");
+  const Tensor rows = full({accelerator.process_index() + 1, 2}, rank + 1, {DType::f32});
+  const Tensor padded = accelerator.pad_across_processes(rows, 0, -1.0);
+  SG_CHECK((padded.sizes() == Shape{world, 2}), rank_name(), ": padded to ", shape_str(padded.sizes()));
+  const Tensor all_rows = accelerator.gather(padded);  // world x world rows: rank r's r + 1 rows, then -1s
+  SG_CHECK(all_rows.sum().item() ==
+               static_cast<double>(world * (world + 1) * (2 * world + 1) / 3 - 2 * world * (world - 1) / 2),
+           rank_name(), ": gathered padded rows sum to ", all_rows.sum().item());
+  SG_CHECK(accelerator.reduce(full({3}, rank + 1)).sum().item() == 3.0 * world * (world + 1) / 2, rank_name(),
+           ": reduce sum");
+  SG_CHECK(accelerator.reduce(full({3}, rank + 1), "mean").sum().item() == 3.0 * (world + 1) / 2, rank_name(),
+           ": reduce mean");
+  std::cout << rank_name() << ": metrics ok\n";
+}
+
+// Trains small_mlp on regression_data(size) for `epochs` epochs: batch `batch_size` per rank,
+// `steps` micro-batches per optimizer step, SGD with momentum and a StepLR that halves the rate
+// every optimizer step. Rank 0 saves the parameters to <out>/<tag>.safetensors; every rank
+// prints how many optimizer steps it took.
+void train(const std::string& out, const std::string& tag, int64_t size, int64_t batch_size, int steps,
+           bool even_batches, int epochs) {
+  dist::AcceleratorOptions options;
+  options.gradient_accumulation_steps = steps;
+  options.even_batches = even_batches;
+  dist::Accelerator accelerator(options);
+  auto model = accelerator.prepare(small_mlp());
+  optim::SGD sgd(model->parameters(), {.lr = 0.1, .momentum = 0.9});
+  optim::StepLR step_lr(sgd, 1, 0.5);
+  accelerator.prepare(sgd);
+  accelerator.prepare(step_lr);
+  data::DataLoader loader =
+      accelerator.prepare(regression_data(size), {.batch_size = batch_size, .shuffle = true, .seed = 3});
+  int64_t optimizer_steps = 0, examples_seen = 0;
+  for (int epoch = 0; epoch < epochs; ++epoch) {
+    for (const data::Batch& batch : loader) {
+      const auto accumulation = accelerator.accumulate(*model);
+      const Tensor prediction = (*model)(batch.input);
+      accelerator.backward(nn::functional::mse_loss(prediction, batch.target));
+      if (accelerator.sync_gradients()) accelerator.clip_grad_norm_(model->parameters(), 100.0);
+      optimizer_steps += accelerator.step(sgd) ? 1 : 0;
+      accelerator.step(step_lr);
+      accelerator.zero_grad(sgd);
+      NoGradGuard no_grad;
+      examples_seen += accelerator.gather_for_metrics(prediction.detach()).size(0);
+    }
+  }
+  SG_CHECK(examples_seen == size * epochs, rank_name(), ": the metrics saw ", examples_seen, " examples, expected ",
+           size * epochs);
+  if (accelerator.is_main_process())
+    save_safetensors(out + "/" + tag + ".safetensors", accelerator.unwrap_model(*model).state_dict());
+  std::cout << rank_name() << ": " << optimizer_steps << " optimizer steps\n";
+}
+
+// Mid-epoch resume. "full" trains 2 epochs; "stop" trains up to batch `stop_after` of epoch 0 and
+// saves the state inside the loop; "resume" loads that state and trains on. Each rank writes the
+// targets of every batch it trained on (one line per batch) and rank 0 the final parameters.
+void resume(const std::string& out, const std::string& mode, int64_t stop_after) {
+  dist::Accelerator accelerator;
+  auto model = accelerator.prepare(small_mlp());
+  optim::Adam adam(model->parameters(), {.lr = 0.01});
+  accelerator.prepare(adam);
+  data::DataLoader loader =
+      accelerator.prepare(regression_data(50), {.batch_size = 4, .shuffle = true, .num_workers = 2, .seed = 9});
+  const std::string snapshot = out + "/snapshot.safetensors";
+  int start_epoch = 0;
+  if (mode == "resume")
+    start_epoch =
+        static_cast<int>(optim::metadata_integer(accelerator.load_state(snapshot, *model), "epoch", snapshot, 0, 2));
+  std::ofstream seen(out + "/" + mode + "_rank" + std::to_string(accelerator.process_index()) + ".txt");
+  for (int epoch = start_epoch; epoch < 2; ++epoch) {
+    loader.set_epoch(epoch);
+    int64_t batch_index = 0;
+    for (const data::Batch& batch : loader) {
+      const Tensor targets = batch.target.reshape({-1}).contiguous();
+      for (int64_t i = 0; i < targets.numel(); ++i) seen << targets.data_ptr<float>()[i] << ' ';
+      seen << '\n';
+      adam.zero_grad();
+      accelerator.backward(nn::functional::mse_loss((*model)(batch.input), batch.target));
+      accelerator.step(adam);
+      if (mode == "stop" && batch_index == stop_after) {
+        accelerator.save_state(snapshot, *model, {{"epoch", std::to_string(epoch)}});
+        return;
+      }
+      ++batch_index;
+    }
+  }
+  if (accelerator.is_main_process())
+    save_safetensors(out + "/" + mode + ".safetensors", accelerator.unwrap_model(*model).state_dict());
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 3) {
+    std::cerr << "usage: dist_worker_accelerator <scenario> <output dir> [arguments]\n";
+    return 2;
+  }
+  const std::string scenario = argv[1], out = argv[2];
+  const auto arg = [&](int i) {
+    SG_CHECK(i < argc, "scenario '", scenario, "' needs argument ", i - 2);
+    return std::string(argv[i]);
+  };
+  try {
+    set_num_threads(1);
+    if (scenario == "metrics") metrics(std::stoll(arg(3)), arg(4) == "even");
+    else if (scenario == "train")
+      train(out, arg(3), std::stoll(arg(4)), std::stoll(arg(5)), std::stoi(arg(6)), arg(7) == "even",
+            std::stoi(arg(8)));
+    else if (scenario == "resume") resume(out, arg(3), std::stoll(arg(4)));
+    else SG_CHECK(false, "unknown scenario '", scenario, "'");
+  } catch (const std::exception& e) {
+    std::cerr << "rank " << dist::get_rank() << ": " << e.what() << "\n";
+    return 3;
+  }
+  return 0;
+}
