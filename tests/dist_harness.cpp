@@ -24,6 +24,16 @@ extern char** environ;
 
 namespace sg::test {
 
+namespace {
+// ThreadSanitizer runs a program 5 to 15 times slower (scripts/tsan-test.sh). The time limit is
+// there to end a hang, not to time the run, so it stretches with the build.
+#if defined(__SANITIZE_THREAD__)
+constexpr double kSanitizerSlowdown = 4;
+#else
+constexpr double kSanitizerSlowdown = 1;
+#endif
+}  // namespace
+
 bool RankResults::all_succeeded() const {
   for (int code : exit_codes)
     if (code != 0) return false;
@@ -85,7 +95,8 @@ RankResults run_ranks(const std::string& program, int world, const std::vector<s
 
   RankResults results;
   results.exit_codes.assign(static_cast<size_t>(world), -1);
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(time_limit_seconds);
+  const auto deadline =
+      std::chrono::steady_clock::now() + std::chrono::duration<double>(time_limit_seconds * kSanitizerSlowdown);
   int running = world;
   while (running > 0) {
     for (int rank = 0; rank < world; ++rank) {
@@ -105,9 +116,21 @@ RankResults run_ranks(const std::string& program, int world, const std::vector<s
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
-  for (int rank = 0; rank < world; ++rank)
+  for (int rank = 0; rank < world; ++rank) {
     results.outputs.push_back(read_text(logs.path() + "/rank" + std::to_string(rank) + ".log"));
+    // Whatever exit code the test expects of this rank (some expect a failure): a sanitizer
+    // report in a worker is a defect, and without halt_on_error it would not even change the code.
+    CHECK_MESSAGE(!has_sanitizer_report(results.outputs.back()), "rank ", rank, " of ", program,
+                  " printed a sanitizer report:\n", results.outputs.back());
+  }
   return results;
+}
+
+bool has_sanitizer_report(const std::string& output) {
+  // Every sanitizer ends its report with "SUMMARY: <name>Sanitizer: <kind> ...".
+  for (const char* name : {"ThreadSanitizer", "AddressSanitizer", "LeakSanitizer", "UndefinedBehaviorSanitizer"})
+    if (contains(output, std::string("SUMMARY: ") + name + ":")) return true;
+  return false;
 }
 
 TempDir::TempDir() {

@@ -1,7 +1,7 @@
 #pragma once
 // defines: run_ranks (starts one process per rank of a distributed test and collects their exit
-//          codes and output), AppRun / run_app, TempDir, read_text, contains — what the
-//          multi-process tests and the tests of the apps share.
+//          codes and output), has_sanitizer_report, AppRun / run_app, TempDir, read_text,
+//          contains — what the multi-process tests and the tests of the apps share.
 //
 // Workers are separate executables started with posix_spawn: a child fork()ed after OpenMP was
 // used would hang at its first parallel region (libgomp).
@@ -25,9 +25,13 @@ struct RankResults {
 // Runs `program args...` as ranks 0 .. world - 1 with RANK, WORLD_SIZE, LOCAL_RANK,
 // LOCAL_WORLD_SIZE, MASTER_ADDR=127.0.0.1, a free MASTER_PORT and SG_DIST_TIMEOUT=20 (so a hang
 // fails within the test) set, plus `env` (which may override them). Kills every rank still
-// running after `time_limit_seconds`.
+// running after `time_limit_seconds` (4 times that under ThreadSanitizer). A rank whose output
+// holds a sanitizer report fails the test.
 RankResults run_ranks(const std::string& program, int world, const std::vector<std::string>& args,
                       const std::vector<std::pair<std::string, std::string>>& env = {}, double time_limit_seconds = 60);
+
+// Whether `output` holds the report of a sanitizer (TSan, ASan, LSan, UBSan) built into the program.
+bool has_sanitizer_report(const std::string& output);
 
 // An app run on `processes` ranks (1: the program alone, as a user starts it): rank 0's exit
 // code and output (stdout and stderr together). A run past `time_limit_seconds` fails the test.

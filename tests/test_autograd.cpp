@@ -165,7 +165,7 @@ TEST_CASE("post-accumulate hooks fire in backward order, each after its leaf's g
   CHECK(order == std::vector<std::string>{"w3", "w2", "w1"});
 }
 
-TEST_CASE("queued callbacks run once after the last node of backward, in order; outside backward it throws") {
+TEST_CASE("queued callbacks run once after the last node of backward, in order, outside backward it throws") {
   Tensor w1 = test::rand_input({3}), w2 = test::rand_input({3});
   std::vector<std::string> events;
   w2.register_post_accumulate_grad_hook([&](Tensor&) {

@@ -98,7 +98,7 @@ TEST_CASE("memory statistics: allocated, reserved and the peak follow allocation
   cache.deallocate(b, 512);
 }
 
-TEST_CASE("out of memory: the cache is emptied and the request retried; if it still fails, the error says how much") {
+TEST_CASE("out of memory: the cache is emptied and the request retried, if it still fails, the error says how much") {
   CountingBackend counting;
   counting.limit_bytes = 3 << 20;
   BlockCache cache(counting.backend(), "cuda:7");

@@ -185,7 +185,7 @@ TEST_CASE("a missing or malformed variable is an error naming it") {
                        doctest::Contains("MASTER_PORT=70000 is not a TCP port"), Error);
 }
 
-TEST_CASE("SG_DIST_TIMEOUT is a finite number of seconds up to one week; anything else is an error naming it") {
+TEST_CASE("SG_DIST_TIMEOUT is a finite number of seconds up to one week, anything else is an error naming it") {
   const auto timeout = [](const std::string& value) {
     return timeout_from_environment([&](const std::string& name) -> std::optional<std::string> {
       return name == "SG_DIST_TIMEOUT" ? std::optional<std::string>(value) : std::nullopt;

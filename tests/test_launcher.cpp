@@ -294,7 +294,7 @@ TEST_CASE("find_free_port returns a port that can be bound") {
 
 // ---- sgrun with probe workers ----
 
-TEST_CASE("sgrun gives each worker its rank, the world and the master address; the rest of the environment passes") {
+TEST_CASE("sgrun gives each worker its rank, the world and the master address, the rest of the environment passes") {
   const Finished run = run_sgrun({"--nproc-per-node", "2", "--nnodes", "3", "--node-rank", "1", "--master-addr",
                                   "10.1.2.3", "--master-port", "23456", SG_LAUNCHER_PROBE, "env"},
                                  {"RANK=99", "SG_PROBE_INHERITED=yes"});
@@ -350,7 +350,7 @@ TEST_CASE("torchrun's flag values: gpu, cpu and auto process counts, N:N nodes, 
                        Error);
 }
 
-TEST_CASE("on one node sgrun gives all workers one random store token per job; a token it is given passes on") {
+TEST_CASE("on one node sgrun gives all workers one random store token per job, a token it is given passes on") {
   const auto tokens_of = [](const Finished& run) {
     std::vector<std::string> tokens;
     for (const std::string& line : lines_of(run.out, -1))

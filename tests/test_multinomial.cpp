@@ -93,7 +93,7 @@ TEST_CASE("multinomial never draws a category of probability 0") {
     for (double s : test::values(samples)) CHECK((s == 1 || s == 3));
 }
 
-TEST_CASE("multinomial of a 1-D input gives [num_samples]; f16, bf16 and f32 probabilities work too") {
+TEST_CASE("multinomial of a 1-D input gives [num_samples], f16, bf16 and f32 probabilities work too") {
   Generator generator(15);
   const Tensor samples = multinomial(f64({1, 2, 3}), 2, false, &generator);
   CHECK(samples.sizes() == Shape{2});

@@ -241,7 +241,7 @@ TEST_CASE("topk of a 0-dim tensor takes k = 0 or 1") {
   CHECK_THROWS_AS(topk(scalar_tensor(2.5), 2), Error);
 }
 
-TEST_CASE("topk rejects k outside [0, size of dim], naming k and the size; a bad dim names the dim") {
+TEST_CASE("topk rejects k outside [0, size of dim], naming k and the size, a bad dim names the dim") {
   const Tensor x = zeros({3, 5});
   CHECK_THROWS_WITH_AS(topk(x, 6), doctest::Contains("topk: k = 6 is out of range for dim 1 of shape [3, 5] (size 5)"),
                        Error);
