@@ -147,10 +147,7 @@ ProcessGroupGloo::~ProcessGroupGloo() {
   communication_thread_.join();  // runs what was queued first: a collective once issued completes or fails
 }
 
-void ProcessGroupGloo::set_timeout(std::chrono::milliseconds timeout) {
-  std::lock_guard<std::mutex> lock(queue_mutex_);
-  timeout_ = timeout;
-}
+void ProcessGroupGloo::set_timeout(std::chrono::milliseconds timeout) { timeout_ = timeout; }
 
 WorkPtr ProcessGroupGloo::enqueue(Description description, std::function<void(uint32_t tag)> run) {
   auto work = std::make_shared<GlooWork>();

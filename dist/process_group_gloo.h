@@ -1,5 +1,6 @@
 #pragma once
 // defines: dist::ProcessGroupGloo — the ProcessGroup of CPU tensors, on Gloo's TCP transport.
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <deque>
@@ -62,7 +63,9 @@ private:
 
   std::shared_ptr<TcpStore> store_;
   std::shared_ptr<gloo::Context> context_;
-  std::chrono::milliseconds timeout_;
+  // Atomic: set_timeout() may run on the caller's thread while a collective on the communication
+  // thread reads it.
+  std::atomic<std::chrono::milliseconds> timeout_;
   bool debug_;
   int64_t next_sequence_ = 0;  // issued on the caller's thread
 
