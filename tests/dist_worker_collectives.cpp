@@ -7,6 +7,7 @@
 #include <iostream>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "collective_expectations.h"
 #include "syncgrad.h"
@@ -53,6 +54,33 @@ int main(int argc, char** argv) {
       Tensor a = ones({10}), b = ones({4});
       if (group.rank() == 0) group.all_reduce(a)->wait();
       else group.broadcast(b, 0)->wait();
+    } else if (scenario == "set_timeout_while_running") {
+      // Under SG_DIST_DEBUG the communication thread reads the timeout for every fingerprint
+      // exchange while this thread changes it: the values must still come out right (and TSan
+      // must stay quiet), and the last timeout set must govern the collective issued after it.
+      std::vector<Tensor> tensors;
+      std::vector<dist::WorkPtr> works;
+      for (int i = 0; i < 40; ++i) {
+        tensors.push_back(full({64}, static_cast<double>(group.rank() + 1 + i)));
+        works.push_back(group.all_reduce(tensors.back()));
+        group.set_timeout(std::chrono::milliseconds(5000 + 100 * i));
+      }
+      for (size_t i = 0; i < works.size(); ++i) {
+        works[i]->wait();
+        const double expected = 3.0 + 2.0 * static_cast<double>(i);  // (1 + i) + (2 + i)
+        if (tensors[i].min().item() != expected || tensors[i].max().item() != expected) {
+          std::cout << "all_reduce #" << i << " gave " << tensors[i].min().item() << ".." << tensors[i].max().item()
+                    << ", expected " << expected << "\n";
+          ++failures;
+        }
+      }
+      group.set_timeout(std::chrono::milliseconds(300));
+      if (group.rank() == 1) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(2500));
+        return failures == 0 ? 0 : 1;
+      }
+      Tensor t = ones({10});
+      group.all_reduce(t)->wait();
     } else if (scenario == "never_joins") {
       // rank 0 gives up waiting for rank 1 at init
     } else {

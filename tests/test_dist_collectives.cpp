@@ -67,6 +67,17 @@ TEST_CASE("SG_DIST_DEBUG: ranks calling different collectives all fail, showing 
   }
 }
 
+TEST_CASE("set_timeout while collectives run under SG_DIST_DEBUG: values stay right and the new timeout governs") {
+  const auto result =
+      test::run_ranks(SG_DIST_WORKER_COLLECTIVES, 2, {"set_timeout_while_running"}, {{"SG_DIST_DEBUG", "1"}});
+  INFO(result.summary());
+  CHECK(result.exit_code(1) == 0);  // its 40 all-reduces were right, then it idled past rank 0's timeout
+  CHECK(result.exit_code(0) == 3);
+  CHECK(test::contains(result.output(0), "all_reduce(SUM) #40 on f32[10]"));
+  CHECK(test::contains(result.output(0), "300ms"));  // Gloo's message names the timeout it waited
+  CHECK(test::contains(result.output(0), "rank(s) 1 never reached collective #40"));
+}
+
 TEST_CASE("backend nccl without a usable GPU is an error saying why, before any rendezvous") {
   if (cuda::is_available()) return;  // tests/cuda/test_cuda_nccl.cpp runs the NCCL group there
   dist::InitOptions options;
