@@ -1,5 +1,7 @@
 #include "optim/adam.h"
 
+#include <cmath>
+
 #include "core/factory.h"
 #include "core/kernels/optim.h"
 
@@ -7,11 +9,11 @@ namespace sg::optim {
 
 template <typename Defaults>
 void AdamFamilyOptions<Defaults>::check() const {
-  SG_CHECK(lr >= 0.0, "Adam/AdamW: invalid learning rate ", lr, " (lr must be >= 0)");
-  SG_CHECK(eps >= 0.0, "Adam/AdamW: invalid eps ", eps);
+  SG_CHECK(std::isfinite(lr) && lr >= 0.0, "Adam/AdamW: invalid learning rate ", lr, " (lr must be finite and >= 0)");
+  SG_CHECK(std::isfinite(eps) && eps >= 0.0, "Adam/AdamW: invalid eps ", eps);
   SG_CHECK(beta1 >= 0.0 && beta1 < 1.0, "Adam/AdamW: invalid beta1 ", beta1, " (must be in [0, 1))");
   SG_CHECK(beta2 >= 0.0 && beta2 < 1.0, "Adam/AdamW: invalid beta2 ", beta2, " (must be in [0, 1))");
-  SG_CHECK(weight_decay >= 0.0, "Adam/AdamW: invalid weight_decay ", weight_decay);
+  SG_CHECK(std::isfinite(weight_decay) && weight_decay >= 0.0, "Adam/AdamW: invalid weight_decay ", weight_decay);
 }
 template struct AdamFamilyOptions<AdamDefaults>;
 template struct AdamFamilyOptions<AdamWDefaults>;

@@ -1,14 +1,16 @@
 #include "optim/sgd.h"
 
+#include <cmath>
+
 #include "core/factory.h"
 #include "core/kernels/optim.h"
 
 namespace sg::optim {
 
 void SGDOptions::check() const {
-  SG_CHECK(lr >= 0.0, "SGD: invalid learning rate ", lr, " (lr must be >= 0)");
-  SG_CHECK(momentum >= 0.0, "SGD: invalid momentum ", momentum);
-  SG_CHECK(weight_decay >= 0.0, "SGD: invalid weight_decay ", weight_decay);
+  SG_CHECK(std::isfinite(lr) && lr >= 0.0, "SGD: invalid learning rate ", lr, " (lr must be finite and >= 0)");
+  SG_CHECK(std::isfinite(momentum) && momentum >= 0.0, "SGD: invalid momentum ", momentum);
+  SG_CHECK(std::isfinite(weight_decay) && weight_decay >= 0.0, "SGD: invalid weight_decay ", weight_decay);
   SG_CHECK(!nesterov || (momentum > 0.0 && dampening == 0.0),
            "SGD: Nesterov momentum requires a momentum and zero dampening (momentum ", momentum, ", dampening ",
            dampening, ")");

@@ -333,7 +333,8 @@ TEST_CASE("load_state_dict refuses a state tensor of another dtype, a step below
     const std::string message = error.what();
     CHECK(message.find("state.0.exp_avg is i32, its parameter f64") != std::string::npos);
     CHECK(message.find("state.0.step is -1000; a saved step count is at least 1") != std::string::npos);
-    CHECK(message.find("group 0: Adam/AdamW: invalid learning rate -1 (lr must be >= 0)") != std::string::npos);
+    CHECK(message.find("group 0: Adam/AdamW: invalid learning rate -1 (lr must be finite and >= 0)") !=
+          std::string::npos);
   }
   CHECK(target.lr(0) == 0.5);
   CHECK(target.state(c) == nullptr);
@@ -408,6 +409,11 @@ TEST_CASE("a step bumps the parameter's version so a stale graph is refused") {
 TEST_CASE("optimizers refuse invalid options, shared parameters and mismatched gradients") {
   Tensor p = test::rand_input({3});
   CHECK_THROWS_WITH_AS(optim::SGD({p}, {.lr = -1.0}), doctest::Contains("invalid learning rate -1"), Error);
+  const double inf = std::numeric_limits<double>::infinity();
+  CHECK_THROWS_WITH_AS(optim::SGD({p}, {.lr = inf}), doctest::Contains("invalid learning rate inf"), Error);
+  CHECK_THROWS_WITH_AS(optim::AdamW({p}, {.lr = std::nan("")}), doctest::Contains("invalid learning rate nan"), Error);
+  CHECK_THROWS_WITH_AS(optim::SGD({p}, {.lr = 0.1, .momentum = inf}), doctest::Contains("invalid momentum inf"), Error);
+  CHECK_THROWS_WITH_AS(optim::Adam({p}, {.weight_decay = inf}), doctest::Contains("invalid weight_decay inf"), Error);
   CHECK_THROWS_WITH_AS(optim::SGD({p}, {.nesterov = true}), doctest::Contains("Nesterov"), Error);
   CHECK_THROWS_WITH_AS(optim::Adam({p}, {.beta2 = 1.0}), doctest::Contains("invalid beta2 1"), Error);
   CHECK_THROWS_WITH_AS(optim::AdamW(TensorList{}), doctest::Contains("empty parameter list"), Error);
