@@ -45,7 +45,8 @@ TEST_CASE("a rank that never reaches a collective: the others time out naming it
   CHECK(result.exit_code(0) == 3);
   CHECK(test::contains(result.output(0), "all_reduce(SUM) #0 on f32[10]"));
   CHECK(test::contains(result.output(0), "rank(s) 1 never reached collective #0"));
-  CHECK(test::contains(result.output(0), "rank(s) 1 are still running but did not fail with it"));  // late, not dead
+  CHECK(test::contains(result.output(0),
+                       "rank(s) 1 still hold their store connection but did not fail with it"));  // late, not dead
 }
 
 TEST_CASE("a rank that never joins: init_process_group fails naming it") {
