@@ -110,7 +110,8 @@ void write_bytes(const char* op, const std::string& path, const std::vector<uint
 // error naming the file and its size; a JPEG's header is read by libjpeg and checked the same way
 // before its pixels are allocated. The limit is PIL's: it refuses images over 2 x MAX_IMAGE_PIXELS
 // as decompression bombs. stb_image also reads past the end of a file as zeros, so a BMP's pixel
-// rows are checked to lie within the file (data/image_checks.cpp).
+// rows are checked to lie within the file, and a GIF's first image to end before it does
+// (data/image_checks.cpp).
 //
 // Note [Which decoder sees a file]
 // JPEGs are decoded by libjpeg-turbo, as PIL decodes them (data/jpeg_decoder.cpp): stb_image's
@@ -135,6 +136,7 @@ Tensor decode_image(std::span<const uint8_t> bytes, const std::string& name, int
     check_pixel_limit(name, std::abs(int64_t{width}), std::abs(int64_t{height}), max_pixels);
   }
   check_bmp_pixel_data(bytes, name);
+  check_gif_first_frame(bytes, name);
   // Asking for 3 channels makes stb convert as PIL's convert("RGB") does (Note at the top of image.h).
   stbi_uc* pixels =
       stbi_load_from_memory(bytes.data(), static_cast<int>(bytes.size()), &width, &height, &channels_in_file, kRgb);

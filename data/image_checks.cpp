@@ -78,4 +78,45 @@ void check_bmp_pixel_data(std::span<const uint8_t> bytes, const std::string& nam
            " pixels of ", bits, " bits at bytes ", offset, " to ", end, ", but the file has ", bytes.size(), " bytes");
 }
 
+// stb_image decodes the first image of a GIF and, when the file ends inside it, returns the pixels
+// it has read with the rest filled in, where PIL refuses the file as truncated. So the blocks are
+// walked up to the end of the first image's data: the header and logical screen descriptor (with
+// the global colour table its flags announce), then extensions (a label, then sub-blocks, each a
+// length byte and that many bytes, up to a 0 length) until the first image: its descriptor, local
+// colour table, LZW code size and data sub-blocks. A file that ends anywhere before that last 0 is
+// truncated. A trailer or an unknown block before any image is left to stb, which refuses both.
+void check_gif_first_frame(std::span<const uint8_t> bytes, const std::string& name) {
+  if (bytes.size() < 6 || !std::equal(bytes.begin(), bytes.begin() + 3, "GIF")) return;
+  const auto colour_table = [](uint8_t flags) -> size_t { return flags & 0x80 ? 3u << ((flags & 7) + 1) : 0; };
+  const auto truncated = [&](size_t needed, const char* part) {
+    SG_CHECK(needed <= bytes.size(), "read_image: '", name, "' is a truncated GIF: it ends at byte ", bytes.size(),
+             ", inside ", part, " (which needs ", needed, " bytes)");
+  };
+  // Skips the sub-blocks starting at `at`; returns the offset after their 0 terminator.
+  const auto skip_sub_blocks = [&](size_t at, const char* part) {
+    for (;;) {
+      truncated(at + 1, part);
+      const size_t length = bytes[at];
+      at += 1 + length;
+      if (length == 0) return at;
+    }
+  };
+  truncated(13, "its logical screen descriptor");
+  size_t at = 13 + colour_table(bytes[10]);
+  for (;;) {
+    truncated(at + 1, "its blocks before the first image");
+    if (bytes[at] == 0x21) {  // extension: label, sub-blocks
+      at = skip_sub_blocks(at + 2, "an extension block before the first image");
+    } else if (bytes[at] == 0x2c) {  // image descriptor: position, size, flags; then colours and LZW data
+      truncated(at + 10, "the first image's descriptor");
+      at += 10 + colour_table(bytes[at + 9]);
+      truncated(at + 1, "the first image's colour table");
+      skip_sub_blocks(at + 1, "the first image's data");
+      return;
+    } else {
+      return;
+    }
+  }
+}
+
 }  // namespace sg::data

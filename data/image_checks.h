@@ -1,5 +1,6 @@
 #pragma once
-// defines: check_pixel_limit, check_png_chunk_lengths, check_bmp_pixel_data — what an image file's
+// defines: check_pixel_limit, check_png_chunk_lengths, check_bmp_pixel_data, check_gif_first_frame —
+//          what an image file's
 //          header claims, checked against the pixel limit and the file's bytes before a decoder
 //          allocates or reads for it (Note [Image size before decoding] in data/image.cpp).
 #include <cstdint>
@@ -20,5 +21,9 @@ void check_png_chunk_lengths(std::span<const uint8_t> bytes, const std::string& 
 // and as long as its header says, run past the end of the file (stb_image would decode the
 // missing bytes as zeros), or leave no room for the palette stb_image reads before them.
 void check_bmp_pixel_data(std::span<const uint8_t> bytes, const std::string& name);
+
+// Throws an sg::Error naming `name` when `bytes` are a GIF that ends before the data of its first
+// image does (stb_image would return the pixels it has, the rest filled in, where PIL refuses).
+void check_gif_first_frame(std::span<const uint8_t> bytes, const std::string& name);
 
 }  // namespace sg::data

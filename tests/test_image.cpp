@@ -163,6 +163,19 @@ TEST_CASE("a BMP and the first frame of a two-frame GIF decode to their RGB pixe
   const Tensor frame = data::decode_image(gif, "two_frames.gif");
   CHECK(frame.sizes() == Shape{2, 3, 3});
   CHECK(test::values(frame) == std::vector<double>{255, 0, 0, 0, 255, 0, 0, 0, 255, 10, 20, 30, 255, 0, 0, 0, 255, 0});
+
+  // Cut anywhere before the first frame's data ends (its 0 terminator is byte 45), the file is
+  // refused, as PIL refuses it; cut later, inside the second frame, the first frame is whole.
+  for (size_t length = 6; length < gif.size(); ++length) {
+    CAPTURE(length);
+    const std::vector<uint8_t> cut(gif.begin(), gif.begin() + static_cast<std::ptrdiff_t>(length));
+    if (length <= 45) {
+      CHECK_THROWS_WITH_AS(data::decode_image(cut, "cut.gif"),
+                           doctest::Contains("read_image: 'cut.gif' is a truncated GIF: it ends at byte"), Error);
+    } else {
+      CHECK(test::values(data::decode_image(cut, "cut.gif")) == test::values(frame));
+    }
+  }
 }
 
 TEST_CASE("a missing, empty, non-image or truncated file fails naming the file and the decoder's reason") {
