@@ -4,6 +4,7 @@
 #include <CLI/CLI.hpp>
 
 #include <cstdio>
+#include <cstdlib>
 #include <exception>
 #include <string>
 #include <thread>
@@ -55,7 +56,8 @@ int main(int argc, char** argv) {
       "Each worker gets RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE, GROUP_RANK, MASTER_ADDR,\n"
       "MASTER_PORT, SG_RESTART_COUNT and SG_MAX_RESTARTS (also as TORCHELASTIC_RESTART_COUNT and\n"
       "TORCHELASTIC_MAX_RESTARTS) and SG_STORE_TOKEN (the store's per-job token; set it yourself,\n"
-      "the same on every node, for a multi-node run); its output lines start with \"[rank N] \".\n"
+      "the same on every node, for a multi-node run), and OMP_NUM_THREADS=1 when there are several\n"
+      "workers and it is not set; its output lines start with \"[rank N] \".\n"
       "Exit code: 0, the failing worker's code (128 + signal number when killed), or 128 + the\n"
       "signal that stopped sgrun. See docs/launcher.md.");
   CLI11_PARSE(app, argc, argv);
@@ -75,6 +77,15 @@ int main(int argc, char** argv) {
   if (!options.command.empty() && options.command.front().starts_with("-")) {
     std::fprintf(stderr, "sgrun: unknown option %s (run sgrun --help)\n", options.command.front().c_str());
     return 2;
+  }
+  // As torchrun: several workers that each start an OpenMP thread per core would oversubscribe the
+  // cores. A program that sets its thread count itself (the apps' --threads) is not affected.
+  if (options.nproc_per_node > 1 && std::getenv("OMP_NUM_THREADS") == nullptr) {
+    options.extra_environment.emplace_back("OMP_NUM_THREADS", "1");
+    std::fprintf(stderr,
+                 "sgrun: setting OMP_NUM_THREADS=1 for each of the %d workers, as torchrun does, so that they do not "
+                 "oversubscribe the cores; set it yourself to tune it\n",
+                 options.nproc_per_node);
   }
   try {
     return sg::dist::launch(options);

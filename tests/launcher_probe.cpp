@@ -54,6 +54,11 @@ int main(int argc, char** argv) {
     }
     return 0;
   }
+  if (mode == "omp") {
+    const char* value = std::getenv("OMP_NUM_THREADS");
+    std::printf("OMP_NUM_THREADS=%s\n", value ? value : "(unset)");
+    return 0;
+  }
   if (mode == "lines") {
     std::printf("first line of rank %d\nsecond line of rank %d\n", rank, rank);
     std::fflush(stdout);

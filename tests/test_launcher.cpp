@@ -11,9 +11,11 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -310,6 +312,23 @@ TEST_CASE("sgrun gives each worker its rank, the world and the master address, t
   }
   // Several nodes cannot agree on a token by themselves: sgrun says that the store is open.
   CHECK(test::contains(run.err, "SG_STORE_TOKEN is not set"));
+}
+
+TEST_CASE("sgrun sets OMP_NUM_THREADS=1 for several workers unless it is set, as torchrun does") {
+  const char* outer = std::getenv("OMP_NUM_THREADS");
+  const std::optional<std::string> saved = outer ? std::optional<std::string>(outer) : std::nullopt;
+  ::unsetenv("OMP_NUM_THREADS");
+  const Finished two = run_sgrun({"--nproc-per-node", "2", SG_LAUNCHER_PROBE, "omp"});
+  const Finished one = run_sgrun({"--nproc-per-node", "1", SG_LAUNCHER_PROBE, "omp"});
+  const Finished given = run_sgrun({"--nproc-per-node", "2", SG_LAUNCHER_PROBE, "omp"}, {"OMP_NUM_THREADS=3"});
+  if (saved) ::setenv("OMP_NUM_THREADS", saved->c_str(), 1);
+  for (const int rank : {0, 1}) {
+    CHECK(lines_of(two.out, rank) == std::vector<std::string>{"OMP_NUM_THREADS=1"});
+    CHECK(lines_of(given.out, rank) == std::vector<std::string>{"OMP_NUM_THREADS=3"});
+  }
+  CHECK(test::contains(two.err, "sgrun: setting OMP_NUM_THREADS=1 for each of the 2 workers"));
+  CHECK(lines_of(one.out, 0) == std::vector<std::string>{"OMP_NUM_THREADS=(unset)"});
+  CHECK(!test::contains(given.err, "setting OMP_NUM_THREADS"));
 }
 
 TEST_CASE("sgrun runs torchrun's command lines as written") {
