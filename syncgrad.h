@@ -38,6 +38,7 @@
 #include "dist/dist.h"                 // defines: dist::init_process_group, get_rank, all_reduce, ...
 #include "dist/spawn.h"                // defines: dist::spawn (run a function on N processes)
 #include "dist/sync_batchnorm.h"       // defines: dist::convert_sync_batchnorm
+#include "dist/trainer.h"              // defines: dist::Trainer, TrainingArguments, TrainerCallback
 #include "models/gpt.h"                // defines: models::GPT, GPTConfig, create_optimizer, gpt_loss
 #include "models/resnet.h"             // defines: models::ResNet, resnet18, resnet34, resnet50, make_resnet
 #include "nn/activation.h"             // defines: nn::ReLU, nn::GELU, nn::Tanh, nn::Sigmoid

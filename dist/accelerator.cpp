@@ -293,6 +293,12 @@ TensorList Accelerator::gather_for_metrics(const TensorList& batch_results) {
   return gathered;
 }
 
+std::optional<int64_t> Accelerator::example_rows() const {
+  const std::optional<LoaderTracker::Current> current = loaders_.current();
+  if (!current.has_value()) return std::nullopt;
+  return current->batches->example_rows(process_index(), current->batch);
+}
+
 Tensor Accelerator::reduce(const Tensor& tensor, const std::string& reduction) {
   SG_CHECK(reduction == "sum" || reduction == "mean", "Accelerator::reduce: reduction must be \"sum\" or \"mean\", ",
            "got \"", reduction, "\"");

@@ -170,6 +170,10 @@ public:
   // such a loop: gather.
   Tensor gather_for_metrics(const Tensor& batch_results);
   TensorList gather_for_metrics(const TensorList& batch_results);  // several at once, e.g. {predictions, targets}
+  // Inside a prepared loader's loop: how many rows of this process's batch are examples of the data
+  // set. They come first; the rest is the sampler's padding, which gather_for_metrics drops, so a
+  // loss over the examples alone takes the first example_rows() rows. nullopt outside such a loop.
+  std::optional<int64_t> example_rows() const;
   // `tensor` summed over every rank ("sum") or averaged ("mean"), as a new tensor.
   Tensor reduce(const Tensor& tensor, const std::string& reduction = "sum");
   // `tensor` padded along `dim` with `pad_index` to the largest size any rank has there, at the

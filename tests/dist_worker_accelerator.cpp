@@ -10,6 +10,7 @@
 #include <string>
 
 #include "syncgrad.h"
+#include "worker_main.h"
 
 using namespace sg;
 
@@ -173,29 +174,14 @@ void resume(const std::string& out, const std::string& mode, int64_t stop_after)
     save_safetensors(out + "/" + mode + ".safetensors", accelerator.unwrap_model(*model).state_dict());
 }
 
+void run(const std::string& scenario, const std::string& out, const test::WorkerArgument& arg) {
+  if (scenario == "metrics") metrics(std::stoll(arg(3)), arg(4) == "even");
+  else if (scenario == "train")
+    train(out, arg(3), std::stoll(arg(4)), std::stoll(arg(5)), std::stoi(arg(6)), arg(7) == "even", std::stoi(arg(8)));
+  else if (scenario == "resume") resume(out, arg(3), std::stoll(arg(4)));
+  else SG_CHECK(false, "unknown scenario '", scenario, "'");
+}
+
 }  // namespace
 
-int main(int argc, char** argv) {
-  if (argc < 3) {
-    std::cerr << "usage: dist_worker_accelerator <scenario> <output dir> [arguments]\n";
-    return 2;
-  }
-  const std::string scenario = argv[1], out = argv[2];
-  const auto arg = [&](int i) {
-    SG_CHECK(i < argc, "scenario '", scenario, "' needs argument ", i - 2);
-    return std::string(argv[i]);
-  };
-  try {
-    set_num_threads(1);
-    if (scenario == "metrics") metrics(std::stoll(arg(3)), arg(4) == "even");
-    else if (scenario == "train")
-      train(out, arg(3), std::stoll(arg(4)), std::stoll(arg(5)), std::stoi(arg(6)), arg(7) == "even",
-            std::stoi(arg(8)));
-    else if (scenario == "resume") resume(out, arg(3), std::stoll(arg(4)));
-    else SG_CHECK(false, "unknown scenario '", scenario, "'");
-  } catch (const std::exception& e) {
-    std::cerr << "rank " << dist::get_rank() << ": " << e.what() << "\n";
-    return 3;
-  }
-  return 0;
-}
+int main(int argc, char** argv) { return test::run_worker(argc, argv, run); }

@@ -1,0 +1,58 @@
+#include "dist/trainer_callback.h"
+
+#include <limits>
+
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+
+namespace sg::dist {
+
+namespace {
+
+// JSON has no NaN or infinity: nlohmann writes them as null, read back here as NaN (a loss that
+// diverged stays visible in the history of a resumed run).
+double number(const nlohmann::json& value) {
+  return value.is_null() ? std::numeric_limits<double>::quiet_NaN() : value.get<double>();
+}
+
+}  // namespace
+
+std::string TrainerState::to_json() const {
+  nlohmann::json json{{"epoch", epoch},
+                      {"global_step", global_step},
+                      {"max_steps", max_steps},
+                      {"num_train_epochs", num_train_epochs},
+                      {"log_history", log_history},
+                      {"best_metric", nullptr},
+                      {"best_global_step", nullptr},
+                      {"best_model_checkpoint", nullptr}};
+  if (best_metric) json["best_metric"] = *best_metric;
+  if (best_global_step) json["best_global_step"] = *best_global_step;
+  if (!best_model_checkpoint.empty()) json["best_model_checkpoint"] = best_model_checkpoint;
+  return json.dump(2);
+}
+
+TrainerState TrainerState::from_json(const std::string& text) {
+  try {
+    const nlohmann::json json = nlohmann::json::parse(text);
+    TrainerState state;
+    state.epoch = json.at("epoch").get<double>();
+    state.global_step = json.at("global_step").get<int64_t>();
+    state.max_steps = json.at("max_steps").get<int64_t>();
+    state.num_train_epochs = json.at("num_train_epochs").get<int64_t>();
+    for (const nlohmann::json& entry : json.at("log_history")) {
+      Metrics& logs = state.log_history.emplace_back();
+      for (const auto& [name, value] : entry.items()) logs[name] = number(value);
+    }
+    if (!json.at("best_metric").is_null()) state.best_metric = number(json.at("best_metric"));
+    if (!json.at("best_global_step").is_null()) state.best_global_step = json.at("best_global_step").get<int64_t>();
+    if (!json.at("best_model_checkpoint").is_null())
+      state.best_model_checkpoint = json.at("best_model_checkpoint").get<std::string>();
+    return state;
+  } catch (const nlohmann::json::exception& error) {
+    throw Error(detail::concat("TrainerState::from_json: ", error.what()));
+  }
+}
+
+}  // namespace sg::dist
