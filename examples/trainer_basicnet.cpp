@@ -1,6 +1,5 @@
 // BasicNet on Fashion-MNIST with dist::Trainer (docs/trainer.md): one process, or data-parallel with
 // `build/apps/sgrun --nproc-per-node 2 build/examples/trainer_basicnet`, the program unchanged.
-#include "models/cnn.h"
 #include "syncgrad.h"
 
 using namespace sg;
