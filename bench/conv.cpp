@@ -3,7 +3,10 @@
 //     its two 2x2 max pools;
 //   - ResNet34's convolutions at batch 4 and 16: the 7x7/2 stem (3->64, 224x224), the 3x3 convs
 //     of its four stages (64, 128, 256, 512 channels at 56, 28, 14, 7) and the 1x1/2 downsamples
-//     between stages.
+//     between stages;
+//   - the same network on 64x64 images at batch 16 (`resnet64_`): the stem on 64x64, then the stages
+//     at 16, 8, 4 and 2 (after the stem's stride and the max pool), where one image's GEMM has as
+//     few as 4 columns.
 // Each convolution kernel is timed on its own (forward, backward data = grad_input, backward
 // weights = grad_weight), through sg::kernels as autograd calls it, output allocation included;
 // the line before a shape's timings names the implementation each pass runs (oneDNN's kernel and
@@ -53,17 +56,20 @@ struct ConvShape {
 
 std::vector<ConvShape> conv_shapes() {
   std::vector<ConvShape> shapes{{"cnn_conv1", 64, 1, 32, 28, 28, 5, 1, 2}, {"cnn_conv2", 64, 32, 64, 14, 14, 5, 1, 2}};
-  for (int64_t N : {4, 16}) {
+  // ResNet34 on image x image inputs: stem, then each stage's 3x3 conv and the downsample into it.
+  const auto add_resnet = [&](const std::string& prefix, int64_t image, int64_t N) {
     const std::string batch = "_b" + std::to_string(N);
-    shapes.push_back({"resnet_stem" + batch, N, 3, 64, 224, 224, 7, 2, 3});
+    shapes.push_back({prefix + "stem" + batch, N, 3, 64, image, image, 7, 2, 3});
     for (int64_t stage = 0; stage < 4; ++stage) {
-      const int64_t channels = 64 << stage, size = 56 >> stage;
-      shapes.push_back({"resnet_3x3_" + std::to_string(size) + batch, N, channels, channels, size, size, 3, 1, 1});
+      const int64_t channels = 64 << stage, size = (image / 4) >> stage;
+      shapes.push_back({prefix + "3x3_" + std::to_string(size) + batch, N, channels, channels, size, size, 3, 1, 1});
       if (stage > 0)  // the downsample into this stage: 1x1, stride 2, from the previous stage
         shapes.push_back(
-            {"resnet_down_" + std::to_string(size) + batch, N, channels / 2, channels, 2 * size, 2 * size, 1, 2, 0});
+            {prefix + "down_" + std::to_string(size) + batch, N, channels / 2, channels, 2 * size, 2 * size, 1, 2, 0});
     }
-  }
+  };
+  for (int64_t N : {4, 16}) add_resnet("resnet_", 224, N);
+  add_resnet("resnet64_", 64, 16);
   return shapes;
 }
 

@@ -32,13 +32,18 @@ import torch.nn.functional as F  # noqa: E402
 def conv_shapes():
     """(name, N, C, K, H, W, kernel, stride, padding), as conv_shapes() in bench/conv.cpp."""
     shapes = [("cnn_conv1", 64, 1, 32, 28, 28, 5, 1, 2), ("cnn_conv2", 64, 32, 64, 14, 14, 5, 1, 2)]
-    for n in (4, 16):
-        shapes.append((f"resnet_stem_b{n}", n, 3, 64, 224, 224, 7, 2, 3))
+
+    def add_resnet(prefix, image, n):
+        shapes.append((f"{prefix}stem_b{n}", n, 3, 64, image, image, 7, 2, 3))
         for stage in range(4):
-            channels, size = 64 << stage, 56 >> stage
-            shapes.append((f"resnet_3x3_{size}_b{n}", n, channels, channels, size, size, 3, 1, 1))
+            channels, size = 64 << stage, (image // 4) >> stage
+            shapes.append((f"{prefix}3x3_{size}_b{n}", n, channels, channels, size, size, 3, 1, 1))
             if stage > 0:
-                shapes.append((f"resnet_down_{size}_b{n}", n, channels // 2, channels, 2 * size, 2 * size, 1, 2, 0))
+                shapes.append((f"{prefix}down_{size}_b{n}", n, channels // 2, channels, 2 * size, 2 * size, 1, 2, 0))
+
+    for n in (4, 16):
+        add_resnet("resnet_", 224, n)
+    add_resnet("resnet64_", 64, 16)
     return shapes
 
 

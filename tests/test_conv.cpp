@@ -410,18 +410,24 @@ double relative_diff(const Tensor& actual, const Tensor& expected) {
 }
 
 // Checks the three passes of cpu:: against the reference, `tolerance` relative to each result's
-// largest value, and that oneDNN runs at least one of them (else the case tests nothing).
-void check_fast_path(const ConvCase& c, const Tensor& x, const Tensor& w, const Tensor& b, const Tensor& g,
-                     double tolerance) {
-  const Conv2dParams params{c.stride, c.padding, c.dilation, c.groups};
-  CHECK(std::any_of(kConvPasses.begin(), kConvPasses.end(),
-                    [&](cpu::ConvPass pass) { return runs_on_onednn(pass, c.input, c.weight, x.dtype(), params); }));
+// largest value.
+void check_against_reference(const Conv2dParams& params, const Tensor& x, const Tensor& w, const Tensor& b,
+                             const Tensor& g, double tolerance) {
   const ConvPassResults fast = run_conv_passes(false, x, w, b, g, params);
   const ConvPassResults reference = run_conv_passes(true, x, w, b, g, params);
   CHECK(fast.out.dtype() == x.dtype());
   CHECK(relative_diff(fast.out, reference.out) <= tolerance);
   CHECK(relative_diff(fast.grad_input, reference.grad_input) <= tolerance);
   CHECK(relative_diff(fast.grad_weight, reference.grad_weight) <= tolerance);
+}
+
+// check_against_reference, and that oneDNN runs at least one of the passes (else the case tests nothing).
+void check_fast_path(const ConvCase& c, const Tensor& x, const Tensor& w, const Tensor& b, const Tensor& g,
+                     double tolerance) {
+  const Conv2dParams params{c.stride, c.padding, c.dilation, c.groups};
+  CHECK(std::any_of(kConvPasses.begin(), kConvPasses.end(),
+                    [&](cpu::ConvPass pass) { return runs_on_onednn(pass, c.input, c.weight, x.dtype(), params); }));
+  check_against_reference(params, x, w, b, g, tolerance);
 }
 
 Shape out_shape_of(const ConvCase& c) {
@@ -439,12 +445,14 @@ TEST_CASE("conv2d runs oneDNN's blocked kernels where they pay off and the im2co
   };
   for (const Expected& e : std::vector<Expected>{
            {{2, 32, 14, 14}, {64, 32, 5, 5}, {1, 2, 1, 1}, {true, true, true}},
-           {{2, 1, 28, 28}, {32, 1, 5, 5}, {1, 2, 1, 1}, {true, false, false}},    // one input channel
-           {{1, 3, 32, 32}, {16, 3, 7, 7}, {2, 3, 1, 1}, {true, false, true}},     // a stem's 3 channels
-           {{2, 64, 14, 14}, {64, 64, 3, 3}, {1, 1, 1, 1}, {true, true, false}},   // 64 x 64 channels and more
-           {{2, 64, 8, 8}, {128, 64, 1, 1}, {2, 0, 1, 1}, {false, false, false}},  // 1x1
-           {{2, 32, 8, 8}, {32, 1, 3, 3}, {1, 1, 1, 32}, {true, true, true}},      // depthwise
-           {{1, 12, 6, 5}, {9, 4, 2, 3}, {1, 0, 1, 3}, {false, false, false}},     // odd group sizes
+           {{2, 1, 28, 28}, {32, 1, 5, 5}, {1, 2, 1, 1}, {true, false, false}},      // one input channel
+           {{1, 3, 32, 32}, {16, 3, 7, 7}, {2, 3, 1, 1}, {true, false, true}},       // a stem's 3 channels
+           {{2, 64, 14, 14}, {64, 64, 3, 3}, {1, 1, 1, 1}, {true, true, false}},     // 64 x 64 channels and more
+           {{2, 64, 8, 8}, {128, 64, 1, 1}, {2, 0, 1, 1}, {false, false, false}},    // 1x1
+           {{2, 32, 8, 8}, {32, 1, 3, 3}, {1, 1, 1, 32}, {true, true, true}},        // depthwise
+           {{1, 12, 6, 5}, {9, 4, 2, 3}, {1, 0, 1, 3}, {false, false, false}},       // odd group sizes
+           {{16, 512, 2, 2}, {512, 512, 3, 3}, {1, 1, 1, 1}, {false, true, false}},  // 2x2 outputs: folded
+           {{16, 256, 4, 4}, {256, 256, 3, 3}, {1, 1, 1, 1}, {true, true, false}},   // 4x4 outputs
        }) {
     INFO("input ", shape_str(e.input), " weight ", shape_str(e.weight), " groups ", e.params.groups);
     for (size_t pass = 0; pass < kConvPasses.size(); ++pass) {
@@ -562,6 +570,90 @@ TEST_CASE("conv2d's fast path is bit-identical run to run at 1 and at 2 threads"
       };
       CHECK(once() == once());
     }
+  }
+}
+
+// ---- images folded into one GEMM, against the one-image-per-GEMM reference ----
+
+namespace {
+
+// Shapes whose images are small enough to be folded (Note [Folding images into one GEMM] in
+// core/cpu/conv.cpp) and on which at least one pass stays off oneDNN: 1x1 and 2x2 outputs, 1x1, 3x3
+// and 7x7 kernels, strides 1 and 2, odd channel counts (fewer than 8 input channels keep grad_input
+// off oneDNN, 64 x 64 channels and more or a single one keep grad_weight off it), odd group sizes
+// (which oneDNN has no direct kernel for), and batches that are no multiple of the images per GEMM
+// (4x4 outputs fold 16 images, 3x3 ones 29).
+const std::vector<ConvCase>& folded_cases() {
+  static const std::vector<ConvCase> cases{
+      {{5, 65, 2, 2}, {67, 65, 3, 3}, 1, 1, 1, 1},     // 2x2: forward and grad_weight folded
+      {{3, 64, 4, 3}, {65, 64, 7, 7}, 2, 3, 1, 1},     // 7x7 stride 2 onto 2x2
+      {{5, 9, 3, 3}, {11, 9, 3, 3}, 2, 0, 1, 1},       // 1x1 outputs
+      {{17, 5, 4, 4}, {6, 5, 3, 3}, 1, 1, 1, 1},       // grad_input in units of 16 + 1 images
+      {{30, 3, 3, 3}, {5, 3, 3, 3}, 1, 1, 1, 1},       // 29 + 1 images
+      {{6, 1, 4, 4}, {4, 1, 3, 3}, 1, 1, 1, 1},        // one input channel
+      {{5, 7, 4, 4}, {9, 7, 1, 1}, 2, 0, 1, 1},        // a downsample: 1x1 stride 2
+      {{6, 5, 3, 2}, {7, 5, 1, 1}, 1, 0, 1, 1},        // 1x1 stride 1: col is the image
+      {{5, 12, 4, 4}, {9, 4, 3, 3}, {2, 1}, 1, 1, 3},  // odd group sizes
+      {{9, 6, 4, 5}, {8, 3, 3, 2}, 1, {1, 0}, 2, 2},   // dilation and groups
+  };
+  return cases;
+}
+
+}  // namespace
+
+TEST_CASE("conv2d's folded im2col path matches the one-image reference in all three passes") {
+  for (const ConvCase& c : folded_cases()) {
+    for (bool views : {false, true}) {
+      INFO("input ", shape_str(c.input), " weight ", shape_str(c.weight), " groups ", c.groups, " views ", views);
+      const Conv2dParams params{c.stride, c.padding, c.dilation, c.groups};
+      CHECK(std::any_of(kConvPasses.begin(), kConvPasses.end(), [&](cpu::ConvPass pass) {
+        return !runs_on_onednn(pass, c.input, c.weight, DType::f32, params);
+      }));
+      const Shape& in = c.input;
+      const Shape out = out_shape_of(c);
+      // As views: x a permuted NHWC tensor, g a column range of a wider tensor.
+      const Tensor x =
+          views ? randn_of({in[0], in[2], in[3], in[1]}, DType::f32).permute({0, 3, 1, 2}) : randn_of(in, DType::f32);
+      const Tensor g = views ? randn_of({out[0], out[1], out[2], out[3] + 3}, DType::f32).narrow(3, 2, out[3])
+                             : randn_of(out, DType::f32);
+      // The same products summed in other orders (the GEMM blocks a longer inner dimension
+      // differently): a few roundings apart, as in the oneDNN tests above.
+      check_against_reference(params, x, randn_of(c.weight, DType::f32), randn_of({c.weight[0]}, DType::f32), g, 1e-5);
+    }
+  }
+}
+
+TEST_CASE("conv2d's folded path in f64 matches the direct convolution") {
+  for (const ConvCase& c : folded_cases()) {
+    INFO("input ", shape_str(c.input), " weight ", shape_str(c.weight), " groups ", c.groups);
+    const Tensor x = randn_of(c.input), w = randn_of(c.weight), g = randn_of(out_shape_of(c));
+    const Conv2dParams params{c.stride, c.padding, c.dilation, c.groups};
+    const ConvArgs args{c.stride, c.padding, c.dilation, c.groups};
+    const ConvPassResults fast = run_conv_passes(false, x, w, Tensor(), g, params);
+    const auto [grad_x, grad_w] = reference_conv2d_grads(x, w, g, args);
+    // f64 sums of up to ~3000 products of N(0, 1) values.
+    CHECK(test::max_abs_diff(fast.out, reference_conv2d(x, w, Tensor(), c.stride, c.padding, c.dilation, c.groups)) <=
+          1e-10);
+    CHECK(test::max_abs_diff(fast.grad_input, grad_x) <= 1e-10);
+    CHECK(test::max_abs_diff(fast.grad_weight, grad_w) <= 1e-10);
+  }
+}
+
+TEST_CASE("the weight gradient of folded images is bit-identical on 1 and 2 threads") {
+  // Summed over the whole batch in chunks of input channels at offsets fixed by the shape (Note
+  // [Weight gradient over the whole batch] in core/cpu/conv.cpp), each chunk's GEMM on one thread.
+  for (const ConvCase& c : {folded_cases()[0], folded_cases()[1], folded_cases()[6], folded_cases()[8]}) {
+    INFO("input ", shape_str(c.input), " weight ", shape_str(c.weight), " groups ", c.groups);
+    const Conv2dParams params{c.stride, c.padding, c.dilation, c.groups};
+    REQUIRE_FALSE(runs_on_onednn(cpu::ConvPass::grad_weight, c.input, c.weight, DType::f32, params));
+    const Tensor x = randn_of(c.input, DType::f32), g = randn_of(out_shape_of(c), DType::f32);
+    const auto grad_weight = [&](int threads) {
+      test::NumThreadsGuard guard(threads);
+      const Tensor result = empty(c.weight, {DType::f32});
+      cpu::conv2d_grad_weight(result, g, x, params);
+      return test::values(result);
+    };
+    CHECK(grad_weight(1) == grad_weight(2));
   }
 }
 

@@ -25,13 +25,18 @@
 // the blocked kernels do not beat it. Measured on the shapes of bench/conv.cpp on 1 and 2 threads
 // (docs/performance.md has the tables), they do:
 //   - forward: for every kernel but 1x1 (0.95-1.7x the reference's speed on 1 and 2 threads, 1 or 3
-//     input channels included, which oneDNN then reads as NCHW without a reorder);
+//     input channels included, which oneDNN then reads as NCHW without a reorder), except ungrouped
+//     ones whose output images have fewer than 16 pixels: on ResNet34's 2x2 outputs (64x64 images)
+//     the blocked kernel took 1.3x the time of im2col + GEMM with the batch's images folded into one
+//     GEMM (Note [Folding images into one GEMM] in core/cpu/conv.cpp), while on 4x4 outputs it is
+//     still as fast or faster;
 //   - grad_input: when the input has >= 8 channels (1.2-1.85x); with 1 or 3 channels the 8-channel
 //     blocks are mostly padding and take 1.5-4x as long as gemm:jit;
 //   - grad_weight: while the weight is small, fewer than 64 x 64 channels per group (0.93-1.6x on the
 //     CNN's second layer and ResNet's stem), but not for a single input channel (2.5-5x slower than
 //     gemm:jit: the blocks padded 8-fold); from 64 x 64 channels on, the reference is as fast on 1
-//     thread and up to 1.45x faster on 2;
+//     thread and up to 1.45x faster on 2, and on small images the folded path (Note [Weight
+//     gradient over the whole batch] in core/cpu/conv.cpp) up to 2.4x faster than the reference;
 //   - 1x1 kernels: never; they do so little arithmetic per element that the reorders cost what
 //     blocking saves (0.7-1.7x gemm:jit's time, no consistent winner).
 // A depthwise convolution (groups = C >= 8) gets oneDNN's depthwise kernels (jit_dw), 5-12x faster than
@@ -108,6 +113,10 @@ Descriptors descriptors_of(const Call& call) {
   return d;
 }
 
+// An ungrouped forward pass runs on oneDNN where an output image has at least this many pixels
+// (Note [When oneDNN runs]).
+constexpr int64_t kMinForwardPixels = 16;
+
 // Whether oneDNN's blocked kernels pay for the reorders around them on `call` (Note [When oneDNN runs]).
 bool blocked_kernels_pay_off(const Call& call) {
   const int64_t C = call.input[1], K = call.weight[0], G = call.params.groups;
@@ -115,7 +124,7 @@ bool blocked_kernels_pay_off(const Call& call) {
   if (pointwise) return false;
   if (call.pass == ConvPass::grad_input) return C >= 8;
   if (call.pass == ConvPass::grad_weight) return C > 1 && (C / G) * (K / G) < 64 * 64;
-  return true;  // forward
+  return G > 1 || call.out[2] * call.out[3] >= kMinForwardPixels;  // forward
 }
 
 // One operand of a primitive: our plain layout, the primitive's, and the reorder between them (ours to
