@@ -24,6 +24,7 @@
 #include "dist/reducer.h"
 
 #include <algorithm>
+#include <map>
 #include <mutex>
 #include <sstream>
 
@@ -43,19 +44,28 @@ std::vector<std::weak_ptr<const Reducer>> live_reducers;  // guarded by live_red
 }  // namespace
 
 std::vector<std::vector<size_t>> assign_buckets(const TensorList& params, size_t cap_bytes) {
+  constexpr size_t kFirstBucketBytes = size_t(1) << 20;
+  struct OpenBucket {
+    std::vector<size_t> members;
+    size_t bytes = 0;
+    bool first = true;  // no bucket of this dtype closed yet
+  };
+  std::map<DType, OpenBucket> open;
   std::vector<std::vector<size_t>> buckets;
-  size_t bucket_bytes = 0;
-  for (size_t i = params.size(); i-- > 0;) {
-    const size_t bytes = static_cast<size_t>(params[i].numel()) * params[i].element_size();
-    const bool start_new = buckets.empty() || params[buckets.back().front()].dtype() != params[i].dtype() ||
-                           (bucket_bytes > 0 && bucket_bytes + bytes > cap_bytes);
-    if (start_new) {
-      buckets.emplace_back();
-      bucket_bytes = 0;
+  for (size_t i = 0; i < params.size(); ++i) {
+    OpenBucket& bucket = open[params[i].dtype()];
+    bucket.members.push_back(i);
+    bucket.bytes += static_cast<size_t>(params[i].numel()) * params[i].element_size();
+    const size_t limit = bucket.first ? std::min(kFirstBucketBytes, cap_bytes) : cap_bytes;
+    if (bucket.bytes >= limit) {
+      buckets.push_back(std::move(bucket.members));
+      bucket = OpenBucket{.first = false};
     }
-    buckets.back().push_back(i);
-    bucket_bytes += bytes;
   }
+  for (auto& [dtype, bucket] : open)
+    if (!bucket.members.empty()) buckets.push_back(std::move(bucket.members));
+  // Last-registered first: by each bucket's first parameter, descending.
+  std::sort(buckets.begin(), buckets.end(), [](const auto& a, const auto& b) { return a.front() > b.front(); });
   return buckets;
 }
 

@@ -24,10 +24,12 @@ struct Bucket {
   WorkPtr work;                // the all-reduce in flight, once launched
 };
 
-// Bucket assignment: walk the parameters in REVERSE registration order (roughly the order
-// backward produces their gradients), start a new bucket when the dtype changes or the next
-// gradient would push the bucket past `cap_bytes`. A parameter larger than the cap gets a
-// bucket of its own. Returns each bucket's parameter indices.
+// Bucket assignment, PyTorch's rule: walk the parameters in registration order, each dtype
+// filling its own open bucket, and close a bucket once it holds at least its limit: 1 MiB (or
+// `cap_bytes` if smaller) for the first bucket of each dtype, `cap_bytes` for the rest. The
+// buckets are returned last-registered first, roughly the order backward fills them. The small
+// first bucket holds the earliest layers, whose gradients backward produces last, so at most
+// about 1 MiB is left to send when backward ends. Returns each bucket's parameter indices.
 std::vector<std::vector<size_t>> assign_buckets(const TensorList& params, size_t cap_bytes);
 
 // What a Reducer announces as a synchronised backward unfolds, in this order and on the thread

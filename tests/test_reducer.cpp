@@ -53,13 +53,20 @@ bool is_view_of(const Tensor& grad, const Tensor& buffer) { return grad.storage(
 
 }  // namespace
 
-TEST_CASE("assign_buckets: reverse registration order, a new bucket at the cap and at a dtype change") {
+TEST_CASE("assign_buckets: filled in registration order, per dtype, closed at the limit, returned last first") {
   const TensorList params{zeros({10}), zeros({4}), zeros({3}, {DType::f64}), zeros({100}), zeros({2})};
-  // 64 bytes: p4 (8 B) starts; p3 (400 B) is over the cap and goes alone; p2 is f64; p1 and p0
-  // (16 + 40 B) share one.
-  const std::vector<std::vector<size_t>> expected{{4}, {3}, {2}, {1, 0}};
-  CHECK(dist::assign_buckets(params, 64) == expected);
-  CHECK(dist::assign_buckets(params, 1 << 20) == std::vector<std::vector<size_t>>{{4, 3}, {2}, {1, 0}});
+  // 64 bytes: p0 (40 B) stays open, p1 brings the f32 bucket to 56 B, p3 (400 B) closes it at
+  // 456; p2 is f64 and waits alone; p4 opens a new f32 bucket.
+  CHECK(dist::assign_buckets(params, 64) == std::vector<std::vector<size_t>>{{4}, {2}, {0, 1, 3}});
+  CHECK(dist::assign_buckets(params, 1 << 20) == std::vector<std::vector<size_t>>{{2}, {0, 1, 3, 4}});
+}
+
+TEST_CASE("assign_buckets: the first bucket closes at 1 MiB, so little is left to send after backward") {
+  // 0.5 MiB each: the first two registered fill the 1 MiB first bucket, the next four a 2 MiB
+  // one, the last two stay in an open one, which backward fills first.
+  const TensorList params(8, zeros({1 << 17}));
+  const std::vector<std::vector<size_t>> expected{{6, 7}, {2, 3, 4, 5}, {0, 1}};
+  CHECK(dist::assign_buckets(params, 2 << 20) == expected);
 }
 
 TEST_CASE("Reducer: buckets filled in reverse are all-reduced once each, in bucket order, after the last fills") {
