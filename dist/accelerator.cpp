@@ -89,6 +89,58 @@ Tensor padded_rows(const Tensor& rows, int64_t count) {
 
 constexpr const char* kReservedKeys[] = {"scheduler", "rng", "grad_scaler", "loaders"};
 
+// Note [load_state is all or nothing]
+// A checkpoint can be refused part-way: its model tensors match, then the optimizer's state or a
+// metadata entry (scheduler, RNG, scaler, loader positions) does not. A caller that catches the
+// error and carries on must not train a mixture of the file's model and the optimizer, schedule
+// or random stream from before. So everything load_state may change is copied first and put
+// back when anything throws: the model's tensors are cloned (loading copies into them in
+// place), the optimizer's state is kept by reference (loading replaces its tensors rather than
+// writing into them), the rest are a few numbers. The loader positions come last and
+// LoaderTracker::resume checks all of them before it changes any, so they need no copy.
+class StateBeforeLoad {
+public:
+  StateBeforeLoad(nn::Module& model, optim::Optimizer* optimizer, optim::LRScheduler* scheduler,
+                  amp::GradScaler& scaler)
+      : model_(model),
+        optimizer_(optimizer),
+        scheduler_(scheduler),
+        scaler_(scaler),
+        model_state_(cloned(model.state_dict())),
+        scaler_state_(scaler.state_dict()),
+        seed_(default_generator().seed()),
+        offset_(default_generator().offset()) {
+    if (optimizer_ != nullptr) optimizer_state_ = optimizer_->state_dict();
+    if (scheduler_ != nullptr) scheduler_state_ = scheduler_->state_dict();
+  }
+
+  void restore() const {
+    model_.load_state_dict(model_state_);
+    if (scheduler_ != nullptr) scheduler_->load_state_dict(scheduler_state_);
+    if (optimizer_ != nullptr) optimizer_->load_state_dict(optimizer_state_);  // after the scheduler: its lr is the one
+    scaler_.load_state_dict(scaler_state_);
+    default_generator().manual_seed(seed_);
+    default_generator().set_offset(offset_);
+  }
+
+private:
+  static nn::StateDict cloned(nn::StateDict state) {
+    NoGradGuard no_grad;
+    for (auto& [name, tensor] : state) tensor = tensor.clone();
+    return state;
+  }
+
+  nn::Module& model_;
+  optim::Optimizer* optimizer_;
+  optim::LRScheduler* scheduler_;
+  amp::GradScaler& scaler_;
+  nn::StateDict model_state_;
+  optim::OptimizerState optimizer_state_;
+  optim::LRScheduler::State scheduler_state_;
+  amp::GradScalerState scaler_state_;
+  uint64_t seed_, offset_;
+};
+
 }  // namespace
 
 void set_seed(uint64_t seed, bool device_specific) {
@@ -381,6 +433,16 @@ void Accelerator::save_state(const std::string& path, nn::Module& model, optim::
 }
 
 optim::Metadata Accelerator::load_state(const std::string& path, nn::Module& model) {
+  const StateBeforeLoad before(unwrap_model(model), optimizer_, scheduler_, scaler_);
+  try {
+    return load_state_unguarded(path, model);
+  } catch (...) {
+    before.restore();
+    throw;
+  }
+}
+
+optim::Metadata Accelerator::load_state_unguarded(const std::string& path, nn::Module& model) {
   optim::Metadata metadata = optim::load_checkpoint(path, unwrap_model(model), optimizer_);
   if (scheduler_ != nullptr) {
     SG_CHECK(metadata.count("scheduler") == 1, "Accelerator::load_state: ", path,

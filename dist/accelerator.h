@@ -223,10 +223,12 @@ public:
   // Restores what save_state wrote, on every process; returns the caller's metadata. A loader
   // saved in the middle of an epoch (prepare the same loaders first) resumes there: its next
   // pass is that epoch, from the first batch not yet seen (DataLoader::skip_first_batches).
+  // All or nothing: when the file is refused, everything is as it was before the call.
   optim::Metadata load_state(const std::string& path, nn::Module& model);
 
 private:
   void print_line(const std::string& line) const;
+  optim::Metadata load_state_unguarded(const std::string& path, nn::Module& model);
   double loss_weight() const;
   std::vector<Tensor> all_gather_rows(const Tensor& rows);
   void goes_first(bool first, const std::function<void()>& work);

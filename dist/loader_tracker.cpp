@@ -75,15 +75,16 @@ void LoaderTracker::resume(const std::vector<std::optional<LoaderPosition>>& pos
   SG_CHECK(positions.size() == state_->loaders.size(), "the state holds the positions of ", positions.size(),
            " prepared loader(s), but ", state_->loaders.size(), " were prepared; prepare the same loaders, in the ",
            "same order, before load_state");
-  for (size_t index = 0; index < positions.size(); ++index) {
+  for (size_t index = 0; index < positions.size(); ++index) {  // check them all before changing any
     const std::optional<LoaderPosition>& position = positions[index];
     if (!position.has_value()) continue;
     const int64_t batches = state_->loaders[index].batches->size();
     SG_CHECK(position->epoch >= 0 && position->batch >= 0 && position->batch <= batches, "loader ", index,
              "'s position (epoch ", position->epoch, ", batch ", position->batch, ") is not within an epoch of ",
              batches, " batches; was it prepared with another batch size or data set?");
-    state_->loaders[index].resume_at = position;
   }
+  for (size_t index = 0; index < positions.size(); ++index)
+    if (positions[index].has_value()) state_->loaders[index].resume_at = positions[index];
 }
 
 }  // namespace sg::dist

@@ -31,6 +31,25 @@ void train_step(dist::Accelerator& accelerator, nn::Module& model, optim::Optimi
   accelerator.step(optimizer);
 }
 
+// small_model() prepared with Adam and a StepLR: the state save_state and load_state carry.
+struct PreparedRun {
+  dist::Accelerator accelerator;
+  std::shared_ptr<nn::Module> model = accelerator.prepare(small_model());
+  optim::Adam optimizer{model->parameters(), {.lr = 0.01}};
+  optim::StepLR scheduler{optimizer, 2, 0.5};
+
+  PreparedRun() {
+    accelerator.prepare(optimizer);
+    accelerator.prepare(scheduler);
+  }
+  void train(int steps) {
+    for (int step = 0; step < steps; ++step) {
+      train_step(accelerator, *model, optimizer);
+      scheduler.step();
+    }
+  }
+};
+
 }  // namespace
 
 TEST_CASE("on one process the accelerator leaves the model as it is and the loader covers every example once") {
@@ -335,16 +354,9 @@ TEST_CASE("a prepared loader with pin_memory yields the same batches as one with
 
 TEST_CASE("save_state and load_state round-trip model, optimizer, scheduler, RNG and metadata") {
   const std::string path = "test_accelerator_state.safetensors";
-  dist::Accelerator accelerator;
-  auto model = accelerator.prepare(small_model());
-  optim::Adam optimizer(model->parameters(), {.lr = 0.01});
-  optim::StepLR scheduler(optimizer, 2, 0.5);
-  accelerator.prepare(optimizer);
-  accelerator.prepare(scheduler);
-  for (int step = 0; step < 3; ++step) {
-    train_step(accelerator, *model, optimizer);
-    scheduler.step();
-  }
+  PreparedRun run;
+  auto& [accelerator, model, optimizer, scheduler] = run;
+  run.train(3);
   manual_seed(1234);
   randn({7});  // move the default generator off its seed
   accelerator.save_state(path, *model, {{"epoch", "3"}});
@@ -353,10 +365,7 @@ TEST_CASE("save_state and load_state round-trip model, optimizer, scheduler, RNG
   const double lr = optimizer.lr(0);
 
   // Train on, then restore: everything returns to the saved point.
-  for (int step = 0; step < 2; ++step) {
-    train_step(accelerator, *model, optimizer);
-    scheduler.step();
-  }
+  run.train(2);
   randn({5});
   const optim::Metadata metadata = accelerator.load_state(path, *model);
   CHECK(metadata.at("epoch") == "3");
@@ -372,12 +381,8 @@ TEST_CASE("save_state and load_state round-trip model, optimizer, scheduler, RNG
 
 TEST_CASE("load_state names the file and the key of a scheduler or RNG entry it cannot restore") {
   const std::string path = "test_accelerator_bad_state.safetensors";
-  dist::Accelerator accelerator;
-  auto model = accelerator.prepare(small_model());
-  optim::Adam optimizer(model->parameters(), {.lr = 0.01});
-  optim::StepLR scheduler(optimizer, 2, 0.5);
-  accelerator.prepare(optimizer);
-  accelerator.prepare(scheduler);
+  PreparedRun run;
+  auto& [accelerator, model, optimizer, scheduler] = run;
   accelerator.save_state(path, *model, {{"epoch", "1"}});
   const SafetensorsFile saved = load_safetensors(path);
   const auto load_with = [&](const std::string& key, const std::string& value) {
@@ -393,6 +398,55 @@ TEST_CASE("load_state names the file and the key of a scheduler or RNG entry it 
   CHECK_THROWS_WITH_AS(load_with("scheduler", R"({"last_epoch": 3})"),
                        doctest::Contains((where + "'scheduler': ").c_str()), Error);
   CHECK_THROWS_WITH_AS(load_with("rng", "{not json"), doctest::Contains((where + "'rng': ").c_str()), Error);
+  std::filesystem::remove(path);
+}
+
+TEST_CASE(
+    "load_state is all or nothing: a file refused part-way leaves model, optimizer, scheduler and RNG as they were") {
+  const std::string path = "test_accelerator_partial_state.safetensors";
+  PreparedRun run;
+  auto& [accelerator, model, optimizer, scheduler] = run;
+  run.train(1);
+  accelerator.save_state(path, *model, {{"epoch", "1"}});
+  const SafetensorsFile saved = load_safetensors(path);
+  run.train(2);  // the model, Adam's moments, the lr and the schedule now differ from the file's
+  manual_seed(99);
+  randn({3});
+
+  const auto snapshot = [](const std::map<std::string, Tensor>& tensors) {
+    std::map<std::string, Tensor> copies;
+    for (const auto& [name, tensor] : tensors) copies[name] = tensor.clone();
+    return copies;
+  };
+  const nn::StateDict model_before = snapshot(model->state_dict());
+  const std::map<std::string, Tensor> moments_before = snapshot(optimizer.state_dict().tensors);
+  const double lr_before = optimizer.lr(0);
+  const int64_t epoch_before = scheduler.last_epoch();
+  const uint64_t offset_before = default_generator().offset();
+  REQUIRE(test::max_abs_diff(model_before.at("0.weight"), saved.tensors.at("model.0.weight")) > 0);
+
+  // The "rng" entry is restored last but one, after the model, the optimizer and the scheduler
+  // were loaded; "scheduler" fails after the model and the optimizer.
+  for (const std::string key : {"rng", "scheduler"}) {
+    CAPTURE(key);
+    optim::Metadata metadata = saved.metadata;
+    metadata[key] = "{not json";
+    save_safetensors(path, saved.tensors, metadata);
+    CHECK_THROWS_WITH_AS(accelerator.load_state(path, *model), doctest::Contains(("'" + key + "'").c_str()), Error);
+    for (const auto& [name, value] : model->state_dict()) CHECK(test::max_abs_diff(value, model_before.at(name)) == 0);
+    const auto moments = optimizer.state_dict().tensors;
+    REQUIRE(moments.size() == moments_before.size());
+    for (const auto& [name, value] : moments) CHECK(test::max_abs_diff(value, moments_before.at(name)) == 0);
+    CHECK(optimizer.lr(0) == lr_before);
+    CHECK(scheduler.last_epoch() == epoch_before);
+    CHECK(default_generator().seed() == 99);
+    CHECK(default_generator().offset() == offset_before);
+  }
+
+  // The same file with its entries intact loads, so the refusals above were the entries alone.
+  save_safetensors(path, saved.tensors, saved.metadata);
+  CHECK(accelerator.load_state(path, *model).at("epoch") == "1");
+  CHECK(test::max_abs_diff(model->state_dict().at("0.weight"), saved.tensors.at("model.0.weight")) == 0);
   std::filesystem::remove(path);
 }
 
