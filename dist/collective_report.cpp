@@ -38,9 +38,10 @@ void mark_started(TcpStore& store, int rank, int64_t sequence) {
 
 // Each surviving rank whose collective failed leaves a "failed" mark; the store marks a rank
 // whose connection closed as departed (Note [Departure marks] in tcp_store_server.cpp). A rank with
-// neither within a second still has its process (the connection is open) but is busy elsewhere:
-// stuck in computation or data loading, waiting in a different collective, or frozen (SIGSTOP, a
-// debugger) — the store cannot tell these apart.
+// neither within a second still has its connection open as far as the store knows: it is busy
+// elsewhere (computation, data loading, a different collective), frozen (SIGSTOP, a debugger), or
+// its link went down — TCP reports no close when a cable is pulled, so the store cannot tell these
+// apart.
 namespace {
 constexpr int kFingerprintDims = kFingerprintFields - 6;
 }  // namespace
@@ -128,7 +129,8 @@ std::string diagnose_failure(TcpStore& store, int rank, int size, int64_t sequen
     if (!departed.empty()) report << "rank(s) " << list(departed) << " exited (their connection to the store closed). ";
     if (!pending.empty())
       report << "rank(s) " << list(pending) << " still hold their store connection but did not fail with it: "
-             << "stuck elsewhere (computation, data loading, or a different collective) or frozen.";
+             << "stuck elsewhere (computation, data loading, or a different collective), frozen, or cut off by the "
+             << "network.";
     if (behind.empty() && departed.empty() && pending.empty())
       report << "every rank reached collective #" << sequence << " and is alive: check that all ranks issue the same "
              << "collectives with the same shapes (SG_DIST_DEBUG=1 checks it).";
