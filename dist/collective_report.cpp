@@ -93,7 +93,7 @@ std::string diagnose_failure(TcpStore& store, int rank, int size, int64_t sequen
   try {
     const std::string mark = std::to_string(sequence);
     store.set("failed/" + mark + "/" + std::to_string(rank), {'1'});
-    std::vector<int> behind, pending;
+    std::vector<int> behind, ahead, pending;
     for (int r = 0; r < size; ++r) {
       if (r == rank) continue;
       pending.push_back(r);
@@ -104,6 +104,7 @@ std::string diagnose_failure(TcpStore& store, int rank, int size, int64_t sequen
         started = std::stoll(std::string(value.begin(), value.end()));
       }
       if (started < sequence) behind.push_back(r);
+      if (started > sequence) ahead.push_back(r);
     }
     // A dying process closes its sockets one by one, so the store may learn of it a little after
     // the collective did: look again every 20 ms.
@@ -127,6 +128,17 @@ std::string diagnose_failure(TcpStore& store, int rank, int size, int64_t sequen
     std::ostringstream report;
     if (!behind.empty()) report << "rank(s) " << list(behind) << " never reached collective #" << sequence << ". ";
     if (!departed.empty()) report << "rank(s) " << list(departed) << " exited (their connection to the store closed). ";
+    // A rank whose part of a collective ended early (a broadcast's receiver once it has the data)
+    // goes on to the next one and waits there: it is not lost, and saying so points at the others.
+    std::vector<int> went_on;
+    std::erase_if(pending, [&](int r) {
+      if (std::find(ahead.begin(), ahead.end(), r) == ahead.end()) return false;
+      went_on.push_back(r);
+      return true;
+    });
+    if (!went_on.empty())
+      report << "rank(s) " << list(went_on) << " finished their part of collective #" << sequence
+             << " and went on to a later one. ";
     if (!pending.empty())
       report << "rank(s) " << list(pending) << " still hold their store connection but did not fail with it: "
              << "stuck elsewhere (computation, data loading, or a different collective), frozen, or cut off by the "

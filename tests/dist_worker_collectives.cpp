@@ -50,6 +50,15 @@ int main(int argc, char** argv) {
       }
       Tensor t = ones({10});
       group.all_reduce(t)->wait();
+    } else if (scenario == "went_on") {
+      // Rank 2 is late; rank 1 has its broadcast data from rank 0 and waits in the next collective.
+      if (group.rank() == 2) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(2500));
+        return 0;
+      }
+      Tensor t = ones({10});
+      group.broadcast(t, 0)->wait();
+      if (group.rank() == 1) group.all_reduce(t)->wait();
     } else if (scenario == "mismatch") {
       Tensor a = ones({10}), b = ones({4});
       if (group.rank() == 0) group.all_reduce(a)->wait();

@@ -49,6 +49,16 @@ TEST_CASE("a rank that never reaches a collective: the others time out naming it
                        "rank(s) 1 still hold their store connection but did not fail with it"));  // late, not dead
 }
 
+TEST_CASE("a rank done with its part of a failed collective is named as gone on, not as lost") {
+  const auto result = test::run_ranks(SG_DIST_WORKER_COLLECTIVES, 3, {"went_on"}, {{"SG_DIST_TIMEOUT", "1"}});
+  INFO(result.summary());
+  CHECK(result.exit_code(0) == 3);
+  CHECK(test::contains(result.output(0), "broadcast(root 0) #0 on f32[10]"));
+  CHECK(test::contains(result.output(0), "rank(s) 2 never reached collective #0"));
+  CHECK(test::contains(result.output(0), "rank(s) 1 finished their part of collective #0 and went on to a later one"));
+  CHECK(test::contains(result.output(0), "rank(s) 2 still hold their store connection"));
+}
+
 TEST_CASE("a rank that never joins: init_process_group fails naming it") {
   const auto result = test::run_ranks(SG_DIST_WORKER_COLLECTIVES, 2, {"never_joins"}, {{"SG_DIST_TIMEOUT", "1"}});
   INFO(result.summary());
