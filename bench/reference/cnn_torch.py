@@ -2,7 +2,8 @@
 
 Run with Debian's interpreter (it sees python3-torch): /usr/bin/python3 bench/reference/cnn_torch.py --threads 1
 Prints ms/step of forward + backward + Adam step, median of --steps timed steps after warm-up,
-and the same JSON line format as bench_models so the two can be compared by a script.
+and the same JSON line format as bench_models so the two can be compared by a script. Under torchrun it trains
+through DDP (ddp_torch.py).
 """
 import argparse
 import json
@@ -11,6 +12,8 @@ import time
 
 import torch
 import torch.nn as nn
+
+import ddp_torch
 
 
 def cnn():
@@ -28,7 +31,7 @@ def main():
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
-    model = cnn()
+    model = ddp_torch.wrap(cnn())
     optimizer = torch.optim.Adam(model.parameters(), lr=0.005)
     x = torch.randn(args.batch, 1, 28, 28)
     y = torch.randint(0, 10, (args.batch,))
@@ -42,9 +45,15 @@ def main():
         if step >= 5:
             times.append((time.perf_counter() - start) * 1000)
     ms = statistics.median(times)
-    print(f"pytorch {torch.__version__} cnn batch {args.batch} threads {args.threads}: {ms:.2f} ms/step")
+    processes = ddp_torch.world_size()
+    images_per_s = 1000 * args.batch * processes / ms
+    if not ddp_torch.is_main_process():
+        return
+    print(f"pytorch {torch.__version__} cnn batch {args.batch} x {processes} process(es) threads {args.threads}: "
+          f"{ms:.2f} ms/step, {images_per_s:.1f} images/s")
     print(json.dumps({"bench": "train_step", "impl": "pytorch", "model": "cnn", "batch": args.batch,
-                      "threads": args.threads, "ms_per_step": round(ms, 3)}))
+                      "threads": args.threads, "processes": processes, "ms_per_step": round(ms, 3),
+                      "images_per_s": round(images_per_s, 1)}))
 
 
 if __name__ == "__main__":

@@ -5,7 +5,7 @@
 
 bench: one training step of torchvision's ResNet as bench_models times it (5 classes, SGD with momentum 0.9 and
 weight decay 0.005, cross-entropy, f32) on random images; prints ms/step (median of --steps timed steps after
-warm-up) and the JSON line bench_models prints.
+warm-up) and the JSON line bench_models prints. Under torchrun it trains through DDP (ddp_torch.py).
 
 train: the recipe train_resnet follows (pytorch_classification/Test5_resnet's train.py): a per-class random
 split of an image folder (read_split_data), RandomResizedCrop + flip for training, Resize(size * 256 / 224) +
@@ -31,6 +31,8 @@ import torchvision
 from PIL import Image
 from torchvision import transforms
 
+import ddp_torch
+
 IMAGENET_MEAN = [0.485, 0.456, 0.406]
 IMAGENET_STD = [0.229, 0.224, 0.225]
 IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".bmp", ".gif")
@@ -40,7 +42,7 @@ def bench(args):
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
     classes = 5
-    model = getattr(torchvision.models, args.model)(num_classes=classes)
+    model = ddp_torch.wrap(getattr(torchvision.models, args.model)(num_classes=classes))
     optimizer = torch.optim.SGD(model.parameters(), lr=0.001, momentum=0.9, weight_decay=0.005)
     x = torch.randn(args.batch, 3, args.image_size, args.image_size)
     y = torch.randint(0, classes, (args.batch,))
@@ -54,12 +56,17 @@ def bench(args):
         if step >= args.warmup:
             times.append((time.perf_counter() - start) * 1000)
     ms = statistics.median(times)
-    images_per_s = 1000 * args.batch / ms
+    processes = ddp_torch.world_size()
+    images_per_s = 1000 * args.batch * processes / ms
     peak_rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    print(f"pytorch {torch.__version__} {args.model} batch {args.batch} at {args.image_size}x{args.image_size} "
-          f"threads {args.threads}: {ms:.2f} ms/step, {images_per_s:.1f} images/s, peak RSS {peak_rss_mb:.0f} MB")
+    if not ddp_torch.is_main_process():
+        return
+    print(f"pytorch {torch.__version__} {args.model} batch {args.batch} x {processes} process(es) at "
+          f"{args.image_size}x{args.image_size} threads {args.threads}: {ms:.2f} ms/step, {images_per_s:.1f} images/s, "
+          f"peak RSS {peak_rss_mb:.0f} MB")
     print(json.dumps({"bench": "train_step", "impl": "pytorch", "model": args.model, "batch": args.batch,
-                      "image_size": args.image_size, "threads": args.threads, "ms_per_step": round(ms, 3),
+                      "image_size": args.image_size, "threads": args.threads, "processes": processes,
+                      "ms_per_step": round(ms, 3),
                       "images_per_s": round(images_per_s, 1), "peak_rss_mb": round(peak_rss_mb, 1)}))
 
 
