@@ -16,8 +16,7 @@ DistributedSampler::DistributedSampler(int64_t dataset_size, int num_replicas, i
       num_replicas_(num_replicas),
       rank_(rank),
       shuffle_(shuffle),
-      seed_(seed),
-      drop_last_(drop_last) {
+      seed_(seed) {
   SG_CHECK(dataset_size >= 0, "DistributedSampler: expected a non-negative dataset size, got ", dataset_size);
   SG_CHECK(num_replicas >= 1, "DistributedSampler: num_replicas must be at least 1, got ", num_replicas);
   SG_CHECK(rank >= 0 && rank < num_replicas, "DistributedSampler: invalid rank ", rank,

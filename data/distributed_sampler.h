@@ -47,7 +47,6 @@ private:
   int rank_;
   bool shuffle_;
   uint64_t seed_;
-  bool drop_last_;
   int64_t num_samples_;
 };
 

@@ -59,7 +59,7 @@ std::vector<std::vector<size_t>> assign_buckets(const TensorList& params, size_t
     const size_t limit = bucket.first ? std::min(kFirstBucketBytes, cap_bytes) : cap_bytes;
     if (bucket.bytes >= limit) {
       buckets.push_back(std::move(bucket.members));
-      bucket = OpenBucket{.first = false};
+      bucket = OpenBucket{.members = {}, .bytes = 0, .first = false};
     }
   }
   for (auto& [dtype, bucket] : open)

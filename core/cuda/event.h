@@ -29,8 +29,9 @@ public:
   double elapsed_ms(const Event& later) const;
 
 private:
-  void* event_ = nullptr;  // a cudaEvent_t
-  int device_ = 0;
+  // Unused in a build without CUDA, whose Event cannot be created (core/cuda/no_cuda.cpp).
+  [[maybe_unused]] void* event_ = nullptr;  // a cudaEvent_t
+  [[maybe_unused]] int device_ = 0;
 };
 
 }  // namespace sg::cuda
