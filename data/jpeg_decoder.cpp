@@ -42,6 +42,17 @@
 // (read_header, decode_rows) own no object with one, and keep what they change after setjmp in
 // the Decoder they are given, not in their own locals (which longjmp may leave stale). The
 // Decoder, and with it libjpeg's memory, is destroyed by its owner, failure or not.
+//
+// Note [A cap on progressive scans]
+// A progressive JPEG refines its coefficients over several scans, and libjpeg passes over every
+// block of the image once per scan. A scan can be a few bytes (one end-of-band run over the whole
+// image), and libjpeg accepts any number of them, repeats included (it only warns of a "bogus
+// progression"). So a small file over a large image is a decoding-time bomb: a 94 KB file of a
+// 4000 x 4000 grey image with its last 31-byte scan repeated 1000 times kept PIL (libjpeg) busy
+// 14 s here, and the time grows with the repeats and the pixel count, well inside the pixel
+// limit. Encoders write 6 (grey) to 10 (colour) scans with libjpeg's standard script; we stop at
+// kMaxScans, as libjpeg-turbo's djpeg -maxscans and other decoders do (nvImageCodec: 256), from
+// libjpeg's progress monitor, which libjpeg calls while it reads the scans.
 
 namespace sg::data {
 
@@ -52,7 +63,10 @@ struct ErrorManager {
   jpeg_error_mgr base;  // first, so that libjpeg's pointer to it is a pointer to the whole
   std::jmp_buf jump;
   char message[JMSG_LENGTH_MAX];
+  bool too_many_scans = false;  // the failure is ours (Note [A cap on progressive scans]), not libjpeg's
 };
+
+constexpr int kMaxScans = 256;
 
 [[noreturn]] void fail(j_common_ptr cinfo) {
   auto* errors = reinterpret_cast<ErrorManager*>(cinfo->err);
@@ -66,16 +80,27 @@ void on_message(j_common_ptr cinfo, int level) {
   if (level < 0 && cinfo->err->msg_code == JWRN_JPEG_EOF) fail(cinfo);
 }
 
+// libjpeg's progress monitor: fails a progressive file once it is past kMaxScans.
+void check_scan_count(j_common_ptr common) {
+  auto* cinfo = reinterpret_cast<j_decompress_ptr>(common);
+  if (!cinfo->progressive_mode || cinfo->input_scan_number <= kMaxScans) return;
+  auto* errors = reinterpret_cast<ErrorManager*>(cinfo->err);
+  errors->too_many_scans = true;
+  std::longjmp(errors->jump, 1);
+}
+
 // A libjpeg decompressor that reports through fail and on_message; destroying it frees libjpeg's
 // memory, whatever state a failure left it in (jpeg_destroy_decompress accepts any).
 struct Decoder {
   jpeg_decompress_struct cinfo{};
   ErrorManager errors{};
+  jpeg_progress_mgr progress{};
 
   Decoder() {
     cinfo.err = jpeg_std_error(&errors.base);
     errors.base.error_exit = fail;
     errors.base.emit_message = on_message;
+    progress.progress_monitor = check_scan_count;
   }
   ~Decoder() { jpeg_destroy_decompress(&cinfo); }
   Decoder(const Decoder&) = delete;
@@ -87,6 +112,7 @@ struct Decoder {
 bool read_header(Decoder& decoder, std::span<const uint8_t> bytes) {
   if (setjmp(decoder.errors.jump) != 0) return false;
   jpeg_create_decompress(&decoder.cinfo);
+  decoder.cinfo.progress = &decoder.progress;  // after jpeg_create_decompress, which clears it
   jpeg_mem_src(&decoder.cinfo, bytes.data(), bytes.size());
   jpeg_read_header(&decoder.cinfo, TRUE);
   return true;
@@ -135,6 +161,9 @@ bool is_jpeg(std::span<const uint8_t> bytes) { return bytes.size() >= 2 && bytes
 Tensor decode_jpeg(std::span<const uint8_t> bytes, const std::string& name, int64_t max_pixels) {
   Decoder decoder;
   const auto libjpeg_failure = [&] {
+    if (decoder.errors.too_many_scans)
+      return detail::concat("read_image: cannot decode '", name, "': a progressive JPEG of more than ", kMaxScans,
+                            " scans (encoders write about 10; so many is a corrupt file or a decoding-time bomb)");
     return detail::concat("read_image: cannot decode '", name, "': libjpeg says '", decoder.errors.message,
                           "' (a truncated, corrupt or unsupported file)");
   };

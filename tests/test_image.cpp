@@ -301,6 +301,30 @@ TEST_CASE("a JPEG whose header claims more pixels than the limit is refused befo
                        doctest::Contains("'bomb.jpg' claims 60000 x 50000 pixels, more than the 178956970"), Error);
 }
 
+TEST_CASE("a progressive JPEG of more than 256 scans is refused, however small its scans") {
+  // The decoding-time bomb of Note [A cap on progressive scans] in data/jpeg_decoder.cpp: the
+  // reference progressive file with its last scan (start-of-scan marker to the end-of-image
+  // marker) repeated. libjpeg decodes the repeats, warning of a bogus progression.
+  const std::vector<uint8_t>& file = test::jpeg_reference::kCases[5].file;
+  const std::string text(file.begin(), file.end());
+  size_t scans = 0;
+  for (size_t at = text.find("\xFF\xDA"); at != std::string::npos; at = text.find("\xFF\xDA", at + 2)) ++scans;
+  REQUIRE(scans == 10);
+  const size_t last_scan = text.rfind("\xFF\xDA");
+  const std::string head = text.substr(0, text.size() - 2), repeated = text.substr(last_scan, head.size() - last_scan);
+  const auto with_scans = [&](size_t total) {
+    std::string bomb = head;
+    for (size_t extra = scans; extra < total; ++extra) bomb += repeated;
+    return bomb + "\xFF\xD9";
+  };
+  const std::string at_cap = with_scans(256), past_cap = with_scans(257);
+  CHECK(data::decode_image(as_bytes(at_cap), "256.jpg").sizes() == Shape{9, 19, 3});
+  CHECK_THROWS_WITH_AS(data::decode_image(as_bytes(past_cap), "257.jpg"),
+                       "read_image: cannot decode '257.jpg': a progressive JPEG of more than 256 scans (encoders "
+                       "write about 10; so many is a corrupt file or a decoding-time bomb)",
+                       Error);
+}
+
 TEST_CASE("a BMP whose pixel rows run past the end of the file, or start inside its headers, is refused") {
   // stb_image would decode the missing rows as zeros (a black image) and, for the second file,
   // read its pixels through a palette it never filled (data/image_checks.cpp).
