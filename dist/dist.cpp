@@ -108,6 +108,9 @@ void init_process_group(InitOptions options) {
 
   auto store = std::make_shared<TcpStore>(env.master_addr, env.master_port, env.rank == 0, options.timeout,
                                           store_token_from_environment());
+  if (env.rank == 0)
+    if (const auto warning = loopback_master_warning(env, store->local_address()))
+      std::fprintf(stderr, "init_process_group: %s\n", warning->c_str());
   store->register_rank(env.rank);  // so a failed collective can tell a rank that exited (dist/tcp_store_server.cpp)
   wait_for_all_ranks(*store, env.rank, env.world_size, options.timeout);
   DefaultGroup& group = state();

@@ -1,5 +1,7 @@
 #include "dist/environment.h"
 
+#include <arpa/inet.h>
+
 #include <charconv>
 #include <cmath>
 #include <cstdlib>
@@ -164,6 +166,25 @@ std::optional<LaunchEnvironment> launch_environment(const EnvLookup& lookup_or_e
     return env;
   }
   return std::nullopt;
+}
+
+bool is_numeric_address(const std::string& host) {
+  unsigned char parsed[sizeof(in6_addr)];
+  return ::inet_pton(AF_INET, host.c_str(), parsed) == 1 || ::inet_pton(AF_INET6, host.c_str(), parsed) == 1;
+}
+
+std::optional<std::string> loopback_master_warning(const LaunchEnvironment& env, const std::string& store_address) {
+  const bool loopback =
+      store_address.starts_with("127.") || store_address == "::1" || store_address.starts_with("::ffff:127.");
+  if (!loopback || env.local_world_size >= env.world_size || env.master_addr == "localhost" ||
+      is_numeric_address(env.master_addr))
+    return std::nullopt;
+  return detail::concat("warning: MASTER_ADDR '", env.master_addr, "' resolves to ", store_address,
+                        ", a loopback address, on rank 0's machine, so the store listens there only, but ",
+                        env.world_size - env.local_world_size, " of the job's ", env.world_size,
+                        " ranks run on other machines, which cannot reach it (Debian and Ubuntu map a machine's own "
+                        "name to 127.0.1.1 in /etc/hosts). Set MASTER_ADDR to this machine's address on the network "
+                        "the machines share, or map the name to it in /etc/hosts.");
 }
 
 std::optional<std::chrono::milliseconds> timeout_from_environment(const EnvLookup& lookup) {

@@ -1,7 +1,8 @@
 #pragma once
 // defines: LaunchEnvironment, launch_environment — where this process sits in a distributed run,
 //          read from the variables a launcher sets: torchrun / sgrun, Slurm, or Open MPI;
-//          timeout_from_environment — SG_DIST_TIMEOUT.
+//          timeout_from_environment — SG_DIST_TIMEOUT; loopback_master_warning — a MASTER_ADDR
+//          that other machines cannot reach.
 #include <chrono>
 #include <functional>
 #include <optional>
@@ -32,6 +33,17 @@ struct LaunchEnvironment {
 // (tests pass a map).
 using EnvLookup = std::function<std::optional<std::string>(const std::string& name)>;
 std::optional<LaunchEnvironment> launch_environment(const EnvLookup& lookup = {});
+
+// A warning for rank 0 to print when MASTER_ADDR is a host name (not "localhost", not a numeric
+// address) that took the store to a loopback address (`store_address`: where rank 0's own store
+// connection leaves from) while the job has ranks on other machines: they cannot reach it there.
+// Debian and Ubuntu map a machine's own name to 127.0.1.1 in /etc/hosts, so MASTER_ADDR=$(hostname)
+// (or a Slurm node name) does this. Only a warning: several "nodes" on one machine work over
+// loopback. nullopt when there is nothing to say.
+std::optional<std::string> loopback_master_warning(const LaunchEnvironment& env, const std::string& store_address);
+
+// True for a numeric IPv4 or IPv6 address ("10.0.0.1", "::1"), false for a host name.
+bool is_numeric_address(const std::string& host);
 
 // The longest SG_DIST_TIMEOUT accepts: one week. A longer wait is no longer a timeout, and the
 // deadlines computed from it (now + timeout) must stay far from the clock's overflow.

@@ -16,6 +16,7 @@
 #include <thread>
 
 #include "core/error.h"
+#include "dist/environment.h"
 #include "dist/store_protocol.h"
 #include "dist/tcp_store_server.h"
 
@@ -124,9 +125,16 @@ void TcpStore::connect_and_greet(const std::string& host, int port, const std::s
            " refused this process's SG_STORE_TOKEN: "
            "every process of a job must have the same token (sgrun gives its workers one per job; on several "
            "nodes, set the same SG_STORE_TOKEN on each)");
+  // A name that rank 0's machine maps to loopback (loopback_master_warning) looks, from here, like
+  // a store that is not running.
+  const bool name = !is_numeric_address(host);
   SG_CHECK(socket_ >= 0, "TcpStore: could not connect to the store of rank 0 at ", address_, " within ",
            timeout_.count(), " ms (", last_error,
-           "). Is rank 0 running, and MASTER_ADDR/MASTER_PORT the same on every rank?");
+           "). Is rank 0 running, and MASTER_ADDR/MASTER_PORT the same on every rank?",
+           name ? detail::concat(" On rank 0's machine, does '", host,
+                                 "' resolve to the address this machine reaches it at? The store listens only there "
+                                 "(Debian and Ubuntu map a machine's own name to 127.0.1.1)")
+                : "");
 }
 
 TcpStore::~TcpStore() {

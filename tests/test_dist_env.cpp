@@ -228,3 +228,34 @@ TEST_CASE("the Accelerator joins a process group from Slurm's variables as it do
   CHECK_FALSE(is_initialized());  // the Accelerator that started the group ends it
   for (const auto& [name, value] : slurm_task) ::unsetenv(name.c_str());
 }
+
+TEST_CASE("rank 0 warns when MASTER_ADDR is a host name that put the store on loopback and other machines have ranks") {
+  LaunchEnvironment env;
+  env.world_size = 4;
+  env.local_world_size = 2;
+  env.master_addr = "node-a";
+  const auto warning = loopback_master_warning(env, "127.0.1.1");  // Debian's /etc/hosts entry for node-a
+  REQUIRE(warning.has_value());
+  CHECK(*warning ==
+        "warning: MASTER_ADDR 'node-a' resolves to 127.0.1.1, a loopback address, on rank 0's machine, so "
+        "the store listens there only, but 2 of the job's 4 ranks run on other machines, which cannot "
+        "reach it (Debian and Ubuntu map a machine's own name to 127.0.1.1 in /etc/hosts). Set "
+        "MASTER_ADDR to this machine's address on the network the machines share, or map the name to it "
+        "in /etc/hosts.");
+  CHECK(loopback_master_warning(env, "::1").has_value());
+  // Nothing to say: a network address; all ranks on this machine; a loopback address or
+  // "localhost" written on purpose (several "nodes" on one machine).
+  CHECK_FALSE(loopback_master_warning(env, "10.0.0.7").has_value());
+  LaunchEnvironment one_machine = env;
+  one_machine.local_world_size = 4;
+  CHECK_FALSE(loopback_master_warning(one_machine, "127.0.1.1").has_value());
+  for (const char* deliberate : {"127.0.0.1", "localhost", "::1"}) {
+    LaunchEnvironment loopback = env;
+    loopback.master_addr = deliberate;
+    CHECK_FALSE(loopback_master_warning(loopback, "127.0.0.1").has_value());
+  }
+  CHECK(is_numeric_address("10.1.2.3"));
+  CHECK(is_numeric_address("fe80::1"));
+  CHECK_FALSE(is_numeric_address("node-a"));
+  CHECK_FALSE(is_numeric_address("10.1.2"));
+}

@@ -255,6 +255,13 @@ TEST_CASE("connecting to a port nobody serves fails within the timeout, naming t
   const auto waited = std::chrono::steady_clock::now() - start;
   CHECK(waited >= 300ms);  // it kept retrying: rank 0 may simply start late
   CHECK(waited < 1500ms);
+  // A host name may resolve to loopback on rank 0's machine, where the store then listens: the
+  // message asks about it (not for a numeric address, above).
+  CHECK_THROWS_WITH_AS(TcpStore("localhost", port, /*host_server=*/false, 100ms),
+                       doctest::Contains("On rank 0's machine, does 'localhost' resolve to the address this machine "
+                                         "reaches it at? The store listens only there (Debian and Ubuntu map a "
+                                         "machine's own name to 127.0.1.1)"),
+                       Error);
 }
 
 TEST_CASE("a second server on a port already served is an error that suggests another port") {
