@@ -75,17 +75,22 @@ void check_fingerprints(const std::vector<int64_t>& all, int size, int64_t seque
 
 void check_fingerprints_through_store(TcpStore& store, const std::string& prefix, int rank, int size, int64_t sequence,
                                       const CollectiveDescription& description) {
-  const auto key_of = [&](int r) { return prefix + "/" + std::to_string(sequence) + "/" + std::to_string(r); };
+  const auto key_of = [&](int64_t of_sequence, int r) {
+    return prefix + "/" + std::to_string(of_sequence) + "/" + std::to_string(r);
+  };
   const std::vector<int64_t> mine = fingerprint(sequence, description);
   const auto* mine_bytes = reinterpret_cast<const char*>(mine.data());
-  store.set(key_of(rank), std::vector<char>(mine_bytes, mine_bytes + mine.size() * sizeof(int64_t)));
+  store.set(key_of(sequence, rank), std::vector<char>(mine_bytes, mine_bytes + mine.size() * sizeof(int64_t)));
   std::vector<int64_t> all(static_cast<size_t>(kFingerprintFields * size));
   for (int r = 0; r < size; ++r) {
-    const std::vector<char> bytes = store.get(key_of(r));
+    const std::vector<char> bytes = store.get(key_of(sequence, r));
     SG_CHECK(bytes.size() == kFingerprintFields * sizeof(int64_t), "SG_DIST_DEBUG: the fingerprint of rank ", r,
              " for collective #", sequence, " has ", bytes.size(), " bytes");
     std::memcpy(all.data() + r * kFingerprintFields, bytes.data(), bytes.size());
   }
+  // This rank has read every key of collective sequence - 1, so every rank has set its key of it,
+  // which it does only after reading all of sequence - 2: nobody reads those keys again.
+  if (sequence >= 2) store.delete_key(key_of(sequence - 2, rank));
   check_fingerprints(all, size, sequence);
 }
 

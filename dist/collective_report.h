@@ -39,8 +39,9 @@ void check_fingerprints(const std::vector<int64_t>& all, int size, int64_t seque
 
 // SG_DIST_DEBUG for a backend whose transport lives on the GPU (NCCL): the fingerprints travel
 // through the store instead. Each rank sets its own under "<prefix>/<sequence>/<rank>" and reads
-// the others' (waiting at most the store's timeout). The keys stay in the store: about 100 bytes
-// per rank and collective, acceptable for a debugging run.
+// the others' (waiting at most the store's timeout), then deletes its key of collective
+// sequence - 2, which every rank has read by then, so the store holds two collectives' keys at
+// most however long the run. `sequence` must count the group's collectives 0, 1, 2, ...
 void check_fingerprints_through_store(TcpStore& store, const std::string& prefix, int rank, int size, int64_t sequence,
                                       const CollectiveDescription& description);
 

@@ -12,6 +12,7 @@
 //                                                         integer, 2 it would overflow, 3 store
 //                                                         full), then the new value (i64)
 //   CHECK nothing                                  reply: status (1 present, 0 absent)
+//   DELETE nothing                                 reply: status (1 deleted, 0 there was no such key)
 // HELLO must be a connection's first request, within the handshake timeout. Integers are in host
 // byte order: the ranks of one job run the same binary on the same kind of machine. GET blocks
 // in the server (on a condition variable) rather than polling, so rendezvous costs one round
@@ -30,7 +31,7 @@
 
 namespace sg::dist::store_protocol {
 
-enum Command : uint8_t { kSet = 1, kGet = 2, kAdd = 3, kCheck = 4, kRank = 5, kHello = 6 };
+enum Command : uint8_t { kSet = 1, kGet = 2, kAdd = 3, kCheck = 4, kRank = 5, kHello = 6, kDelete = 7 };
 enum AddStatus : uint8_t { kAddNotInteger = 0, kAddDone = 1, kAddOverflow = 2, kAddStoreFull = 3 };
 
 // The TCP addresses of host:port (MASTER_ADDR and MASTER_PORT), for the server to listen on and the

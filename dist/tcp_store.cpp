@@ -241,6 +241,11 @@ int64_t TcpStore::add(const std::string& key, int64_t delta) {
   return total;
 }
 
+bool TcpStore::delete_key(const std::string& key) {
+  check_key(key, limits_, address_);
+  return call(request_for(kDelete, key), key)[0] == 1;
+}
+
 void TcpStore::register_rank(int rank) { call(request_for(kRank, std::to_string(rank)), "rank"); }
 
 bool TcpStore::check(const std::vector<std::string>& keys) {

@@ -61,6 +61,8 @@ public:
   int64_t add(const std::string& key, int64_t delta);
   // Whether every key exists now (no waiting).
   bool check(const std::vector<std::string>& keys);
+  // Removes `key` and frees its bytes; false when there was no such key (PyTorch's delete_key).
+  bool delete_key(const std::string& key);
   // Tells the server that this connection is rank `rank`: when it closes (this process ends,
   // however it ends), the server sets "departed/<rank>" (Note [Departure marks] in
   // dist/tcp_store_server.cpp).

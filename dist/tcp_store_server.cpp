@@ -306,6 +306,14 @@ void TcpStoreServer::serve_requests(Connection& connection, int& rank) {
     } else if (command == kCheck) {
       std::lock_guard<std::mutex> lock(mutex_);
       reply.push_back(values_.count(key) > 0 ? 1 : 0);
+    } else if (command == kDelete) {
+      std::lock_guard<std::mutex> lock(mutex_);
+      const auto found = values_.find(key);
+      reply.push_back(found != values_.end() ? 1 : 0);
+      if (found != values_.end()) {
+        held_bytes_ -= entry_bytes + static_cast<int64_t>(found->second.size());
+        values_.erase(found);
+      }
     } else if (command == kRank) {
       if (std::from_chars(key.data(), key.data() + key.size(), rank).ec != std::errc() || rank < 0) return;
       reply.push_back(1);

@@ -19,6 +19,7 @@
 #include <thread>
 
 #include "core/error.h"
+#include "dist/collective_report.h"
 #include "dist/launcher.h"
 #include "dist/tcp_store.h"
 #include "dist_harness.h"
@@ -438,4 +439,63 @@ TEST_CASE("keys and values over the limits are refused by the client, naming the
   CHECK(stored < 12);
   store.server.set("key0", std::vector<char>(8));  // replacing a value frees what it held
   CHECK(store.server.get("key0").size() == 8);
+}
+
+TEST_CASE("delete_key removes a key and frees its bytes for new ones") {
+  TcpStoreLimits limits;
+  limits.max_held_bytes = 1000;
+  Store store("", limits);
+  auto client = store.client();
+  client->set("big", std::vector<char>(800, 'x'));
+  CHECK_THROWS_WITH_AS(client->set("other", std::vector<char>(800, 'y')),
+                       doctest::Contains("refused key 'other': it already holds its limit of"), Error);
+  CHECK(store.server.delete_key("big"));
+  CHECK_FALSE(client->check({"big"}));
+  CHECK_FALSE(client->delete_key("big"));  // gone already
+  client->set("other", std::vector<char>(800, 'y'));
+  CHECK(client->get("other") == std::vector<char>(800, 'y'));
+  CHECK(client->add("counter", 2) == 2);  // counters are keys like any other
+  CHECK(client->delete_key("counter"));
+  CHECK(client->add("counter", 5) == 5);
+}
+
+TEST_CASE(
+    "SG_DIST_DEBUG fingerprints through the store: keys two collectives old are deleted, and a mismatch is "
+    "named on every rank") {
+  // What the NCCL group does before each collective; here three ranks on threads.
+  constexpr int kRanks = 3, kCollectives = 12;
+  Store store;
+  std::vector<std::unique_ptr<TcpStore>> clients;
+  for (int r = 0; r < kRanks; ++r) clients.push_back(store.client());
+  const CollectiveDescription all_reduce{CollectiveOp::all_reduce, 0, 0, -1, Shape{10}};
+  const CollectiveDescription broadcast{CollectiveOp::broadcast, -1, 0, 0, Shape{10}};
+  const auto run_ranks = [&](int64_t first, int64_t last, const CollectiveDescription& rank1_calls) {
+    std::vector<std::future<std::string>> ranks;
+    for (int r = 0; r < kRanks; ++r)
+      ranks.push_back(std::async(std::launch::async, [&, r] {
+        try {
+          for (int64_t sequence = first; sequence <= last; ++sequence)
+            check_fingerprints_through_store(*clients[r], "fp", r, kRanks, sequence,
+                                             r == 1 && sequence == last ? rank1_calls : all_reduce);
+        } catch (const Error& e) {
+          return std::string(e.what());
+        }
+        return std::string();
+      }));
+    std::vector<std::string> errors;
+    for (auto& rank : ranks) errors.push_back(rank.get());
+    return errors;
+  };
+  CHECK(run_ranks(0, kCollectives - 1, all_reduce) == std::vector<std::string>(kRanks));
+  for (int r = 0; r < kRanks; ++r) {
+    CAPTURE(r);
+    for (int sequence = 0; sequence < kCollectives; ++sequence)
+      CHECK(store.server.check({"fp/" + std::to_string(sequence) + "/" + std::to_string(r)}) ==
+            (sequence >= kCollectives - 2));
+  }
+  const std::vector<std::string> errors = run_ranks(kCollectives, kCollectives, broadcast);
+  for (const std::string& error : errors)
+    CHECK(error.find("SG_DIST_DEBUG: the ranks disagree on collective #12: rank 0 called all_reduce") !=
+          std::string::npos);
+  CHECK(errors[0].find("but rank 1 called broadcast") != std::string::npos);
 }
