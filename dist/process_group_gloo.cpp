@@ -18,6 +18,7 @@
 #include <gloo/scatter.h>
 #include <gloo/transport/tcp/device.h>
 
+#include "dist/shm_all_reduce.h"
 #include "dist/tcp_store.h"
 
 namespace sg::dist {
@@ -135,6 +136,17 @@ ProcessGroupGloo::ProcessGroupGloo(std::shared_ptr<TcpStore> store, int rank, in
              "): connecting to the other ranks failed: ", e.what());
   }
   context_ = context;
+  if (size > 1) {
+    const char* setting = std::getenv("SG_SHM_ALLREDUCE");
+    std::string why_not;
+    shared_memory_ =
+        SharedMemoryAllReduce::connect(*store_, rank, size, !(setting && std::string(setting) == "0"), why_not);
+    // Not worth a word when the group spans machines or the user chose Gloo.
+    if (rank == 0 && !shared_memory_ && why_not.find("another machine") == std::string::npos &&
+        why_not.find("SG_SHM_ALLREDUCE") == std::string::npos)
+      std::fprintf(stderr, "ProcessGroupGloo: all_reduce goes through Gloo's TCP: no shared memory (%s)\n",
+                   why_not.c_str());
+  }
   communication_thread_ = std::thread([this] { communication_loop(); });
 }
 
@@ -221,12 +233,17 @@ WorkPtr ProcessGroupGloo::start_all_reduce(Tensor& tensor, ReduceOp op) {
   return enqueue(description, [this, t, op, timeout, world](uint32_t tag) {
     if (t.numel() == 0) return;
     SG_DISPATCH_ALL(t.dtype(), "all_reduce", [&]<typename T>() {
-      gloo::AllreduceOptions options(context_);
-      options.setOutput(static_cast<T*>(t.raw_data()), static_cast<size_t>(t.numel()));
-      options.setReduceFunction(reduce_function<T>(op));
-      options.setTag(tag);
-      options.setTimeout(timeout);
-      gloo::allreduce(options);
+      if (shared_memory_) {
+        shared_memory_->all_reduce(t.raw_data(), static_cast<size_t>(t.numel()), sizeof(T), reduce_function<T>(op),
+                                   timeout);
+      } else {
+        gloo::AllreduceOptions options(context_);
+        options.setOutput(static_cast<T*>(t.raw_data()), static_cast<size_t>(t.numel()));
+        options.setReduceFunction(reduce_function<T>(op));
+        options.setTag(tag);
+        options.setTimeout(timeout);
+        gloo::allreduce(options);
+      }
       if constexpr (!std::is_same_v<T, bool>)
         if (op == ReduceOp::AVG) divide_in_place(static_cast<T*>(t.raw_data()), t.numel(), world);
     });

@@ -19,6 +19,7 @@ class Context;
 
 namespace sg::dist {
 
+class SharedMemoryAllReduce;
 class TcpStore;
 
 // Note [One communication thread per group]
@@ -32,7 +33,9 @@ class TcpStore;
 class ProcessGroupGloo final : public ProcessGroup {
 public:
   // Connects every pair of ranks through Gloo (rendezvous through `store`), waiting at most
-  // `timeout`; `debug` turns on the fingerprint check (SG_DIST_DEBUG=1 sets it by default).
+  // `timeout`, and, when they all run on this machine, maps their shared-memory all-reduce
+  // (unless SG_SHM_ALLREDUCE=0); `debug` turns on the fingerprint check (SG_DIST_DEBUG=1 sets it
+  // by default).
   ProcessGroupGloo(std::shared_ptr<TcpStore> store, int rank, int size, std::chrono::milliseconds timeout, bool debug);
   ~ProcessGroupGloo() override;
 
@@ -63,6 +66,8 @@ private:
 
   std::shared_ptr<TcpStore> store_;
   std::shared_ptr<gloo::Context> context_;
+  // all_reduce's path when every rank is on this machine (dist/shm_all_reduce.h); null otherwise.
+  std::unique_ptr<SharedMemoryAllReduce> shared_memory_;
   // Atomic: set_timeout() may run on the caller's thread while a collective on the communication
   // thread reads it.
   std::atomic<std::chrono::milliseconds> timeout_;

@@ -8,7 +8,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=build-tsan
-tests=(test_tcp_store test_dist_env test_dist_collectives test_reducer test_ddp test_sync_batchnorm test_accelerator
+tests=(test_tcp_store test_dist_env test_dist_collectives test_shm_all_reduce test_reducer test_ddp test_sync_batchnorm test_accelerator
        test_launcher test_data test_distributed_sampler test_autograd)
 
 launcher=()

@@ -124,6 +124,19 @@ void check_every_collective(dist::ProcessGroup& group, Device device,
     }
   group.barrier()->wait();
 
+  // Counts over several rounds of the shared-memory all-reduce (4 MB each, dist/shm_all_reduce.h),
+  // the last one short and split unevenly among the ranks.
+  for (DType dtype : {DType::f32, DType::f64, DType::bf16, DType::u8}) {
+    const int64_t n = 2'500'007;
+    for (dist::ReduceOp op : {dist::ReduceOp::SUM, dist::ReduceOp::MAX}) {
+      Tensor t = rank_tensor(rank, n, dtype, device);
+      group.all_reduce(t, op)->wait();
+      expect(equal_to(device, t, expected_reduction(op, dtype, n, world)),
+             std::string("all_reduce(") + dist::reduce_op_name(op) + ") of " + dtype_name(dtype) + "[" +
+                 std::to_string(n) + "]");
+    }
+  }
+
   // Asynchronous: issue several, wait in reverse order; they still ran in issue order, and after
   // wait() the compute stream sees each result.
   std::vector<Tensor> tensors;

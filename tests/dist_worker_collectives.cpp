@@ -4,6 +4,7 @@
 #include <cmath>
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <iostream>
 #include <string>
 #include <thread>
@@ -29,9 +30,11 @@ int main(int argc, char** argv) {
   try {
     if (scenario == "never_joins" && std::getenv("RANK") == std::string("1"))
       std::this_thread::sleep_for(std::chrono::milliseconds(2500));
+    if (scenario == "all_shm_off_on_rank_1" && std::getenv("RANK") == std::string("1"))
+      ::setenv("SG_SHM_ALLREDUCE", "0", 1);
     dist::init_process_group();
     dist::ProcessGroup& group = dist::default_group();
-    if (scenario == "all") {
+    if (scenario == "all" || scenario == "all_shm_off_on_rank_1") {
       check_every_collective(group, Device::cpu(), gloo_avg_tolerance);
     } else if (scenario == "dies") {
       group.barrier()->wait();

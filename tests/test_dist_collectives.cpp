@@ -10,12 +10,24 @@ using namespace sg;
 namespace {}  // namespace
 
 TEST_CASE("every collective, reduce op, dtype and size gives the right values on 2 and 3 ranks") {
+  // All ranks on this machine: all_reduce goes through shared memory (dist/shm_all_reduce.h).
   for (int world : {2, 3}) {
     CAPTURE(world);
     const auto result = test::run_ranks(SG_DIST_WORKER_COLLECTIVES, world, {"all"});
     INFO(result.summary());
     CHECK(result.all_succeeded());
   }
+}
+
+TEST_CASE("all_reduce through Gloo's TCP gives the same values: SG_SHM_ALLREDUCE=0 on every rank, or on one") {
+  // With the variable on rank 1 only, the ranks must agree to use Gloo, or they would wait for
+  // each other on different transports.
+  const auto everywhere = test::run_ranks(SG_DIST_WORKER_COLLECTIVES, 2, {"all"}, {{"SG_SHM_ALLREDUCE", "0"}});
+  INFO(everywhere.summary());
+  CHECK(everywhere.all_succeeded());
+  const auto one_rank = test::run_ranks(SG_DIST_WORKER_COLLECTIVES, 2, {"all_shm_off_on_rank_1"});
+  INFO(one_rank.summary());
+  CHECK(one_rank.all_succeeded());
 }
 
 TEST_CASE("a rank that exits mid-run makes the others fail promptly, naming it") {
@@ -26,6 +38,8 @@ TEST_CASE("a rank that exits mid-run makes the others fail promptly, naming it")
   CHECK(result.exit_code(0) == 3);
   CHECK(test::contains(result.output(0), "all_reduce(SUM) #1 on f32[10] (40 bytes) failed"));
   CHECK(test::contains(result.output(0), "rank(s) 1 exited (their connection to the store closed)"));
+  // Seen by the shared-memory all-reduce itself, which looks at the peer it waits for.
+  CHECK(test::contains(result.output(0), "exited during the shared-memory all-reduce"));
   CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(15));
 }
 

@@ -1,0 +1,59 @@
+#pragma once
+// defines: dist::SharedMemoryAllReduce — all-reduce through shared memory for a group whose ranks
+//          all run on one machine; ProcessGroupGloo uses it for all_reduce when every rank could
+//          join it (Note [A shared-memory all-reduce beside Gloo] in dist/shm_all_reduce.cpp).
+#include <sys/types.h>
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace sg::dist {
+
+class TcpStore;
+
+class SharedMemoryAllReduce {
+public:
+  // c[i] = a[i] (op) b[i] over n elements (ProcessGroupGloo's reduce functions).
+  using ReduceFunction = std::function<void(void* c, const void* a, const void* b, size_t n)>;
+
+  // Collective: every rank of the group (size >= 2) calls it, at the same point of the group's
+  // setup through `store`. Each rank maps a segment of its own and the others', and all of them
+  // agree through the store whether every rank could: nullptr (with the reason in `why_not`) when
+  // one could not — not on one machine, /dev/shm missing or full, or `enabled` false on some
+  // rank — and the group then uses Gloo.
+  static std::unique_ptr<SharedMemoryAllReduce> connect(TcpStore& store, int rank, int size, bool enabled,
+                                                        std::string& why_not);
+  ~SharedMemoryAllReduce();
+  SharedMemoryAllReduce(const SharedMemoryAllReduce&) = delete;
+  SharedMemoryAllReduce& operator=(const SharedMemoryAllReduce&) = delete;
+
+  // Reduces `count` elements of `element_size` bytes at `data` across the ranks, in place; every
+  // rank gets the same bits. Throws std::runtime_error naming the rank when a peer exits or does
+  // not arrive within `timeout`; the object is unusable after that.
+  void all_reduce(void* data, size_t count, size_t element_size, const ReduceFunction& reduce,
+                  std::chrono::milliseconds timeout);
+
+  // The bytes each rank's segment carries per round (the chunk size).
+  static constexpr size_t kChunkBytes = size_t{4} << 20;
+
+private:
+  struct Header;
+  SharedMemoryAllReduce(int rank, int size) : rank_(rank), size_(size) {}
+  Header& header(int r) const;
+  char* input(int r) const;
+  char* output(int r, uint32_t round) const;
+  // Waits until rank r's `counter` (arrived or reduced) reaches `round`.
+  void wait_for(int r, bool reduced, uint32_t round, std::chrono::steady_clock::time_point deadline) const;
+
+  int rank_, size_;
+  std::vector<void*> segments_;  // every rank's segment, mapped here; ours is segments_[rank_]
+  std::vector<pid_t> pids_;
+  uint32_t round_ = 0;  // rounds (chunks) done, the same count on every rank
+};
+
+}  // namespace sg::dist

@@ -1,0 +1,128 @@
+// dist::SharedMemoryAllReduce with its ranks on threads of one process (a real TcpStore for the
+// setup): the values over several rounds, the agreement to fall back, the segments' names gone
+// after setup, and the errors. tests/test_dist_collectives.cpp runs it across processes.
+#include <doctest/doctest.h>
+
+#include <dirent.h>
+
+#include <chrono>
+#include <cstring>
+#include <functional>
+#include <future>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "dist/launcher.h"
+#include "dist/shm_all_reduce.h"
+#include "dist/tcp_store.h"
+
+using namespace sg::dist;
+using namespace std::chrono_literals;
+
+namespace {
+
+void add_floats(void* c, const void* a, const void* b, size_t n) {
+  for (size_t i = 0; i < n; ++i)
+    static_cast<float*>(c)[i] = static_cast<const float*>(a)[i] + static_cast<const float*>(b)[i];
+}
+
+// `ranks` threads, each with its own store client, each running `body(rank, store)`; returns
+// what each threw ("" for none).
+std::vector<std::string> on_threads(int ranks, const std::function<void(int, TcpStore&)>& body) {
+  const int port = find_free_port();
+  TcpStore server("127.0.0.1", port, /*host_server=*/true, 5000ms);
+  std::vector<std::future<std::string>> threads;
+  for (int r = 0; r < ranks; ++r)
+    threads.push_back(std::async(std::launch::async, [&, r] {
+      try {
+        TcpStore store("127.0.0.1", port, /*host_server=*/false, 5000ms);
+        body(r, store);
+      } catch (const std::exception& e) {
+        return std::string(e.what());
+      }
+      return std::string();
+    }));
+  std::vector<std::string> errors;
+  for (auto& thread : threads) errors.push_back(thread.get());
+  return errors;
+}
+
+// Quarters: sums of three are exact in float, whatever the order.
+float value(size_t i, int rank, int call) { return 0.25f * static_cast<float>((i * 7 + rank * 13 + call) % 101); }
+
+std::unique_ptr<SharedMemoryAllReduce> connect(TcpStore& store, int rank, int ranks, bool enabled = true) {
+  std::string why_not;
+  auto shm = SharedMemoryAllReduce::connect(store, rank, ranks, enabled, why_not);
+  REQUIRE_MESSAGE(shm != nullptr, why_not);
+  return shm;
+}
+
+}  // namespace
+
+TEST_CASE("shared-memory all-reduce: 3 ranks, several rounds, an odd count, every rank the same bits") {
+  constexpr int kRanks = 3;
+  const size_t n = SharedMemoryAllReduce::kChunkBytes / sizeof(float) * 2 + 1001;  // 2 full rounds and a short one
+  std::vector<std::vector<float>> results(kRanks);
+  const auto errors = on_threads(kRanks, [&](int rank, TcpStore& store) {
+    auto shm = connect(store, rank, kRanks);
+    for (int call = 0; call < 2; ++call) {  // the rounds go on counting from one call to the next
+      std::vector<float> data(n);
+      for (size_t i = 0; i < n; ++i) data[i] = value(i, rank, call);
+      shm->all_reduce(data.data(), n, sizeof(float), add_floats, 5000ms);
+      results[rank] = data;
+    }
+  });
+  CHECK(errors == std::vector<std::string>(kRanks));
+  for (size_t i = 0; i < n; i += 997) {
+    CAPTURE(i);
+    CHECK(results[0][i] == value(i, 0, 1) + value(i, 1, 1) + value(i, 2, 1));
+  }
+  CHECK(std::memcmp(results[0].data(), results[1].data(), n * sizeof(float)) == 0);
+  CHECK(std::memcmp(results[0].data(), results[2].data(), n * sizeof(float)) == 0);
+}
+
+TEST_CASE("shared-memory all-reduce: the segments' names are gone once every rank has mapped them") {
+  std::string base;
+  const auto errors = on_threads(2, [&](int rank, TcpStore& store) {
+    auto shm = connect(store, rank, 2);
+    if (rank == 0) {
+      const std::vector<char> name = store.get("shm/name");
+      base = std::string(name.begin() + 1, name.end());  // without the leading '/'
+    }
+  });
+  CHECK(errors == std::vector<std::string>(2));
+  REQUIRE(base.starts_with("syncgrad-"));
+  DIR* shm_dir = ::opendir("/dev/shm");
+  REQUIRE(shm_dir != nullptr);
+  for (dirent* entry = ::readdir(shm_dir); entry != nullptr; entry = ::readdir(shm_dir))
+    CHECK_FALSE(std::string(entry->d_name).starts_with(base));
+  ::closedir(shm_dir);
+}
+
+TEST_CASE("shared-memory all-reduce: one rank that cannot or will not join makes every rank fall back, saying why") {
+  std::vector<std::string> reasons(3);
+  const auto errors = on_threads(3, [&](int rank, TcpStore& store) {
+    auto shm = SharedMemoryAllReduce::connect(store, rank, 3, /*enabled=*/rank != 2, reasons[rank]);
+    CHECK(shm == nullptr);
+  });
+  CHECK(errors == std::vector<std::string>(3));
+  for (const std::string& reason : reasons) CHECK(reason == "rank 2: it is turned off there (SG_SHM_ALLREDUCE=0)");
+}
+
+TEST_CASE("shared-memory all-reduce: a rank that does not come, or brings another size, is an error naming it") {
+  const auto late = on_threads(2, [&](int rank, TcpStore& store) {
+    auto shm = connect(store, rank, 2);
+    std::vector<float> data(10, 1.0f);
+    if (rank == 0) shm->all_reduce(data.data(), data.size(), sizeof(float), add_floats, 300ms);
+  });
+  CHECK(late[0] == "rank 1 did not arrive at the shared-memory all-reduce in time");
+  CHECK(late[1].empty());
+  const auto mismatch = on_threads(2, [&](int rank, TcpStore& store) {
+    auto shm = connect(store, rank, 2);
+    std::vector<float> data(rank == 0 ? 10 : 12, 1.0f);
+    shm->all_reduce(data.data(), data.size(), sizeof(float), add_floats, 2000ms);
+  });
+  CHECK(mismatch[0] == "rank 1 all-reduces 48 bytes, rank 0 40: every rank must pass the same shape and dtype");
+  CHECK(mismatch[1] == "rank 0 all-reduces 40 bytes, rank 1 48: every rank must pass the same shape and dtype");
+}
