@@ -44,6 +44,9 @@ work=$(mktemp -d)
 trap 'cleanup; rm -rf "$work"' EXIT
 train=(--epochs 1 --train-subset 768 --test-subset 256 --batch-size 16 --threads 1 --seed 11 --workers 0)
 export SG_DIST_TIMEOUT=$timeout_s
+# The two "nodes" share this machine's memory, so their all-reduce would go through shared memory
+# and never cross the link under test (docs/distributed.md): keep it on Gloo's TCP.
+export SG_SHM_ALLREDUCE=0
 SG_STORE_TOKEN=$(od -An -tx1 -N16 /dev/urandom | tr -d ' \n')  # one per job, the same on both nodes
 export SG_STORE_TOKEN
 
