@@ -138,14 +138,12 @@ ProcessGroupGloo::ProcessGroupGloo(std::shared_ptr<TcpStore> store, int rank, in
   context_ = context;
   if (size > 1) {
     const char* setting = std::getenv("SG_SHM_ALLREDUCE");
-    std::string why_not;
+    SharedMemoryAllReduce::Unavailable why_not;
     shared_memory_ =
         SharedMemoryAllReduce::connect(*store_, rank, size, !(setting && std::string(setting) == "0"), why_not);
-    // Not worth a word when the group spans machines or the user chose Gloo.
-    if (rank == 0 && !shared_memory_ && why_not.find("another machine") == std::string::npos &&
-        why_not.find("SG_SHM_ALLREDUCE") == std::string::npos)
+    if (rank == 0 && why_not.is_failure)
       std::fprintf(stderr, "ProcessGroupGloo: all_reduce goes through Gloo's TCP: no shared memory (%s)\n",
-                   why_not.c_str());
+                   why_not.reason.c_str());
   }
   communication_thread_ = std::thread([this] { communication_loop(); });
 }

@@ -131,10 +131,14 @@ void* map_segment(const std::string& name, bool create, std::string& why_not) {
 
 std::string text_of(const std::vector<char>& bytes) { return std::string(bytes.begin(), bytes.end()); }
 
+// Each rank's answer at the two steps of connect() goes through the store as one character and a
+// text: ready (and, after creating, this machine's identity), a failure, or not applicable here.
+constexpr char kReady = '1', kFailed = 'F', kNotHere = 'N';
+
 }  // namespace
 
 std::unique_ptr<SharedMemoryAllReduce> SharedMemoryAllReduce::connect(TcpStore& store, int rank, int size, bool enabled,
-                                                                      std::string& why_not) {
+                                                                      Unavailable& why_not) {
   if (rank == 0) {
     std::random_device random;
     const uint64_t id = (uint64_t{random()} << 32) ^ random();
@@ -148,42 +152,53 @@ std::unique_ptr<SharedMemoryAllReduce> SharedMemoryAllReduce::connect(TcpStore& 
   self->segments_.assign(static_cast<size_t>(size), nullptr);
   self->pids_.assign(static_cast<size_t>(size), 0);
   const std::string own_name = segment_name(base, rank);
+  const auto publish = [&](const std::string& key, const std::string& answer) {
+    store.set(key + std::to_string(rank), std::vector<char>(answer.begin(), answer.end()));
+  };
+  const auto answer_of = [&](const std::string& key, int r) {
+    const std::string answer = text_of(store.get(key + std::to_string(r)));
+    return answer.empty() ? std::string(1, kFailed) : answer;
+  };
   try {
-    // 1. Each rank creates its segment, or says why it cannot ("1" + identity, or "0" + reason).
-    std::string failure = enabled ? "" : "it is turned off there (SG_SHM_ALLREDUCE=0)";
-    if (failure.empty() && (self->segments_[rank] = map_segment(own_name, true, failure)) != nullptr) {
+    // 1. Each rank creates its segment, or says why not.
+    std::string created(1, kNotHere);
+    if (!enabled) {
+      created += "it is turned off there (SG_SHM_ALLREDUCE=0)";
+    } else if (std::string failure; (self->segments_[rank] = map_segment(own_name, true, failure)) != nullptr) {
       Header* header = new (self->segments_[rank]) Header;
       header->pid = ::getpid();
+      created = kReady + identity;
+    } else {
+      created = kFailed + failure;
     }
-    const std::string created = failure.empty() ? "1" + identity : "0" + failure;
-    store.set("shm/created/" + std::to_string(rank), std::vector<char>(created.begin(), created.end()));
-    // 2. Each maps the others' (when every rank created one here, on this machine).
-    std::string problem;
+    publish("shm/created/", created);
+    // 2. Each maps the others' (when every rank created one, on this machine).
+    std::string problem;  // as an answer: kFailed or kNotHere, then the reason
     for (int r = 0; r < size && problem.empty(); ++r) {
-      const std::string theirs = text_of(store.get("shm/created/" + std::to_string(r)));
-      if (theirs[0] != '1') problem = detail::concat("rank ", r, ": ", theirs.substr(1));
-      else if (theirs.substr(1) != identity) problem = detail::concat("rank ", r, " runs on another machine");
+      const std::string theirs = answer_of("shm/created/", r);
+      if (theirs[0] != kReady) problem = theirs[0] + detail::concat("rank ", r, ": ", theirs.substr(1));
+      else if (theirs.substr(1) != identity)
+        problem = kNotHere + detail::concat("rank ", r, " runs on another machine");
     }
     for (int r = 0; r < size && problem.empty(); ++r) {
       if (r == rank) continue;
       std::string reason;
       self->segments_[r] = map_segment(segment_name(base, r), false, reason);
-      if (self->segments_[r] == nullptr) problem = detail::concat("rank ", rank, ": ", reason);
+      if (self->segments_[r] == nullptr) problem = kFailed + detail::concat("rank ", rank, ": ", reason);
       else self->pids_[r] = self->header(r).pid;
     }
-    const std::string opened = problem.empty() ? "1" : "0" + problem;
-    store.set("shm/opened/" + std::to_string(rank), std::vector<char>(opened.begin(), opened.end()));
+    publish("shm/opened/", problem.empty() ? std::string(1, kReady) : problem);
     // 3. Everyone has mapped our segment or given up: its name can go.
     for (int r = 0; r < size; ++r) {
-      const std::string theirs = text_of(store.get("shm/opened/" + std::to_string(r)));
-      if (theirs[0] != '1' && why_not.empty()) why_not = theirs.substr(1);
+      const std::string theirs = answer_of("shm/opened/", r);
+      if (theirs[0] != kReady && why_not.reason.empty()) why_not = {theirs.substr(1), theirs[0] == kFailed};
     }
   } catch (...) {
     ::shm_unlink(own_name.c_str());
     throw;
   }
   if (self->segments_[rank] != nullptr) ::shm_unlink(own_name.c_str());
-  if (!why_not.empty()) return nullptr;
+  if (!why_not.reason.empty()) return nullptr;
   self->pids_[rank] = ::getpid();
   return self;
 }

@@ -21,13 +21,19 @@ public:
   // c[i] = a[i] (op) b[i] over n elements (ProcessGroupGloo's reduce functions).
   using ReduceFunction = std::function<void(void* c, const void* a, const void* b, size_t n)>;
 
+  // Why connect() gave no all-reduce, the same on every rank. A failure (/dev/shm missing or full)
+  // is worth telling the user; a choice (SG_SHM_ALLREDUCE=0) or a group that spans machines is not.
+  struct Unavailable {
+    std::string reason;
+    bool is_failure = false;
+  };
+
   // Collective: every rank of the group (size >= 2) calls it, at the same point of the group's
   // setup through `store`. Each rank maps a segment of its own and the others', and all of them
-  // agree through the store whether every rank could: nullptr (with the reason in `why_not`) when
-  // one could not — not on one machine, /dev/shm missing or full, or `enabled` false on some
-  // rank — and the group then uses Gloo.
+  // agree through the store whether every rank could: nullptr (with `why_not` filled in) when one
+  // could not or `enabled` is false on some rank; the group then uses Gloo.
   static std::unique_ptr<SharedMemoryAllReduce> connect(TcpStore& store, int rank, int size, bool enabled,
-                                                        std::string& why_not);
+                                                        Unavailable& why_not);
   ~SharedMemoryAllReduce();
   SharedMemoryAllReduce(const SharedMemoryAllReduce&) = delete;
   SharedMemoryAllReduce& operator=(const SharedMemoryAllReduce&) = delete;

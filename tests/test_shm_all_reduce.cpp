@@ -52,9 +52,9 @@ std::vector<std::string> on_threads(int ranks, const std::function<void(int, Tcp
 float value(size_t i, int rank, int call) { return 0.25f * static_cast<float>((i * 7 + rank * 13 + call) % 101); }
 
 std::unique_ptr<SharedMemoryAllReduce> connect(TcpStore& store, int rank, int ranks, bool enabled = true) {
-  std::string why_not;
+  SharedMemoryAllReduce::Unavailable why_not;
   auto shm = SharedMemoryAllReduce::connect(store, rank, ranks, enabled, why_not);
-  REQUIRE_MESSAGE(shm != nullptr, why_not);
+  REQUIRE_MESSAGE(shm != nullptr, why_not.reason);
   return shm;
 }
 
@@ -101,13 +101,16 @@ TEST_CASE("shared-memory all-reduce: the segments' names are gone once every ran
 }
 
 TEST_CASE("shared-memory all-reduce: one rank that cannot or will not join makes every rank fall back, saying why") {
-  std::vector<std::string> reasons(3);
+  std::vector<SharedMemoryAllReduce::Unavailable> why_not(3);
   const auto errors = on_threads(3, [&](int rank, TcpStore& store) {
-    auto shm = SharedMemoryAllReduce::connect(store, rank, 3, /*enabled=*/rank != 2, reasons[rank]);
+    auto shm = SharedMemoryAllReduce::connect(store, rank, 3, /*enabled=*/rank != 2, why_not[rank]);
     CHECK(shm == nullptr);
   });
   CHECK(errors == std::vector<std::string>(3));
-  for (const std::string& reason : reasons) CHECK(reason == "rank 2: it is turned off there (SG_SHM_ALLREDUCE=0)");
+  for (const SharedMemoryAllReduce::Unavailable& each : why_not) {
+    CHECK(each.reason == "rank 2: it is turned off there (SG_SHM_ALLREDUCE=0)");
+    CHECK_FALSE(each.is_failure);  // a choice: rank 0 says nothing about it
+  }
 }
 
 TEST_CASE("shared-memory all-reduce: a rank that does not come, or brings another size, is an error naming it") {
