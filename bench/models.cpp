@@ -4,10 +4,13 @@
 //   bench_models --model gpt-mini --batch 32 --block 128 --threads 1 --steps 20
 //   bench_models --model gpt-mini --generate-tokens 500      # generation tokens/s, KV cache on and off
 //   bench_models --model resnet34 --image-size 224 --batch 16 --steps 5
-// Ends with one JSON line per run: {"bench":"train_step","model":"cnn","batch":64,"threads":1,"ms_per_step":...,
-// "peak_rss_mb":...} (GPT models add "block" and "tokens_per_s", the CNNs and ResNets "images_per_s",
-// the ResNets "image_size"). The PyTorch counterparts are bench/reference/cnn_torch.py, gpt_torch.py
-// and resnet_torch.py.
+//   bench_models --model gpt-mini --batch 64 --device cuda --amp bf16   # on a GPU, bf16 autocast
+// Ends with one JSON line per run: {"bench":"train_step","model":"cnn","amp":"no","batch":64,"threads":1,
+// "ms_per_step":...,"peak_rss_mb":...,"loss_first":...,"loss_last":...} (GPT models add "block" and
+// "tokens_per_s", the CNNs and ResNets "images_per_s", the ResNets "image_size"); the losses are those of
+// the first and the last step, "skipped_steps" the steps the f16 loss scaler skipped. The PyTorch
+// counterparts are bench/reference/cnn_torch.py, gpt_torch.py and resnet_torch.py, which take the same
+// --device and --amp.
 // Under the launcher (sgrun --nproc-per-node 2 bench_models ...) every process trains its own
 // batch through DDP; rank 0 reports the total items/s and how long DDP waited for its all-reduces at
 // the end of backward. --device cuda times the step on a GPU (one per process under sgrun, DDP over
@@ -20,6 +23,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <functional>
 #include <map>
@@ -52,13 +56,22 @@ struct Options {
   int64_t image_size = 224;     // ResNets: the side of the square images
   double bucket_mb = 25;
   std::string device = "auto";
+  std::string amp = "no";  // the Accelerator's mixed_precision: no, f16 or bf16
 };
 
-// What one model's benchmark needs: the (prepared) model, its optimizer, and one training step.
+// One training step's loss, and whether the optimizer stepped (the f16 loss scaler skips a step whose
+// gradients overflowed).
+struct StepResult {
+  sg::Tensor loss;
+  bool stepped;
+};
+
+// What one model's benchmark needs: the (prepared) model, its optimizer, and one training step
+// (forward under the accelerator's autocast, backward and step through its scaler).
 struct Workload {
   std::shared_ptr<sg::nn::Module> model;
   std::unique_ptr<sg::optim::Optimizer> optimizer;
-  std::function<void()> step;
+  std::function<StepResult()> step;
   int64_t items_per_step = 0;  // per process
   std::string items = "images";
   std::string extra_json;  // model-specific fields of the JSON line
@@ -67,6 +80,14 @@ struct Workload {
 double median(std::vector<double> values) {
   std::sort(values.begin(), values.end());
   return values[values.size() / 2];
+}
+
+// JSON has no inf or NaN: a diverged loss is written as null.
+std::string json_number(double value) {
+  if (!std::isfinite(value)) return "null";
+  char text[32];
+  std::snprintf(text, sizeof text, "%.6g", value);
+  return text;
 }
 
 double peak_rss_mb() {
@@ -86,13 +107,17 @@ Workload fashion_mnist_workload(const Options& options, sg::dist::Accelerator& a
   const sg::Tensor target =
       sg::randint(0, 10, {options.batch}, {sg::DType::i64}, &data_generator).to(accelerator.device());
   const bool log_probabilities = options.model == "basicnet";
-  work.step = [&model = *work.model, &optimizer = *work.optimizer, input, target, log_probabilities] {
+  work.step = [&accelerator, &model = *work.model, &optimizer = *work.optimizer, input, target, log_probabilities] {
     optimizer.zero_grad();
-    const sg::Tensor output = model(input);
-    sg::Tensor loss = log_probabilities ? sg::nn::functional::nll_loss(output, target)
-                                        : sg::nn::functional::cross_entropy(output, target);
-    loss.backward();
-    optimizer.step();
+    sg::Tensor loss;
+    {
+      const auto autocast = accelerator.autocast();
+      const sg::Tensor output = model(input);
+      loss = log_probabilities ? sg::nn::functional::nll_loss(output, target)
+                               : sg::nn::functional::cross_entropy(output, target);
+    }
+    accelerator.backward(loss);
+    return StepResult{loss, accelerator.step(optimizer)};
   };
   work.items_per_step = options.batch;
   return work;
@@ -116,12 +141,17 @@ Workload gpt_workload(const Options& options, sg::dist::Accelerator& accelerator
   const sg::Tensor targets =
       sg::randint(0, options.vocab, {options.batch, options.block}, {sg::DType::i64}, &data_generator)
           .to(accelerator.device());
-  work.step = [&model = *work.model, &optimizer = *work.optimizer, params = work.model->parameters(), idx, targets] {
+  work.step = [&accelerator, &model = *work.model, &optimizer = *work.optimizer, params = work.model->parameters(), idx,
+               targets] {
     optimizer.zero_grad();
-    sg::Tensor loss = sg::models::gpt_loss(model(idx), targets);
-    loss.backward();
-    sg::optim::clip_grad_norm_(params, 1.0);
-    optimizer.step();
+    sg::Tensor loss;
+    {
+      const auto autocast = accelerator.autocast();
+      loss = sg::models::gpt_loss(model(idx), targets);
+    }
+    accelerator.backward(loss);
+    accelerator.clip_grad_norm_(params, 1.0);
+    return StepResult{loss, accelerator.step(optimizer)};
   };
   work.items_per_step = options.batch * options.block;
   work.items = "tokens";
@@ -143,11 +173,15 @@ Workload resnet_workload(const Options& options, sg::dist::Accelerator& accelera
                                .to(accelerator.device());
   const sg::Tensor target =
       sg::randint(0, kClasses, {options.batch}, {sg::DType::i64}, &data_generator).to(accelerator.device());
-  work.step = [&model = *work.model, &optimizer = *work.optimizer, input, target] {
+  work.step = [&accelerator, &model = *work.model, &optimizer = *work.optimizer, input, target] {
     optimizer.zero_grad();
-    sg::Tensor loss = sg::nn::functional::cross_entropy(model(input), target);
-    loss.backward();
-    optimizer.step();
+    sg::Tensor loss;
+    {
+      const auto autocast = accelerator.autocast();
+      loss = sg::nn::functional::cross_entropy(model(input), target);
+    }
+    accelerator.backward(loss);
+    return StepResult{loss, accelerator.step(optimizer)};
   };
   work.items_per_step = options.batch;
   work.extra_json = ",\"image_size\":" + std::to_string(options.image_size);
@@ -167,14 +201,21 @@ const std::map<std::string, WorkloadMaker>& workloads() {
 
 int train_steps(const Options& options, sg::dist::Accelerator& accelerator) {
   Workload work = workloads().at(options.model)(options, accelerator);
+  accelerator.prepare(*work.optimizer);  // the scaler unscales its gradients before clipping under f16
   const bool on_gpu = accelerator.device().is_cuda();
   const auto* ddp = dynamic_cast<const sg::dist::DistributedDataParallel*>(work.model.get());
   std::vector<double> milliseconds, ddp_wait, all_reduce, backward;
-  for (int step = 0; step < options.warmup + options.steps; ++step) {
+  const int last_step = options.warmup + options.steps - 1;
+  double first_loss = 0, last_loss = 0;  // a loss that does not fall says the step does not train
+  int skipped_steps = 0;
+  for (int step = 0; step <= last_step; ++step) {
     const auto start = std::chrono::steady_clock::now();
-    work.step();
+    const StepResult result = work.step();
     if (on_gpu) sg::cuda::synchronize();  // the host only queued the step's kernels; wait until they ran
     const double elapsed = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+    if (step == 0) first_loss = result.loss.item();
+    if (step == last_step) last_loss = result.loss.item();
+    skipped_steps += result.stepped ? 0 : 1;
     if (step < options.warmup) continue;
     milliseconds.push_back(elapsed);
     if (ddp != nullptr) {
@@ -187,20 +228,24 @@ int train_steps(const Options& options, sg::dist::Accelerator& accelerator) {
   const int processes = accelerator.num_processes();
   const double items_per_second = 1000.0 * static_cast<double>(work.items_per_step * processes) / ms;
   accelerator.print(options.model, " batch ", options.batch, " x ", processes, " process(es) x ", options.threads,
-                    " thread(s) on ", accelerator.device(), ": ", ms, " ms/step (median of ", options.steps, "), ",
-                    items_per_second, " ", work.items, "/s, peak RSS ", peak_rss_mb(), " MB");
+                    " thread(s) on ", accelerator.device(), " (mixed precision ", options.amp, "): ", ms,
+                    " ms/step (median of ", options.steps, "), ", items_per_second, " ", work.items, "/s, peak RSS ",
+                    peak_rss_mb(), " MB; loss ", first_loss, " at step 1, ", last_loss, " at step ", last_step + 1,
+                    ", ", skipped_steps, " step(s) skipped by the loss scaler");
   if (!on_gpu) accelerator.print("GEMM: ", sg::cpu::blas_description());
   if (ddp != nullptr)
     accelerator.print("DDP: backward ", median(backward), " ms/step; all-reduce ", median(all_reduce),
                       " ms/step on the communication thread, of which backward waited ", median(ddp_wait),
                       " ms at its end (medians)");
-  char json[640];
+  char json[768];
   std::snprintf(json, sizeof json,
-                "{\"bench\":\"train_step\",\"impl\":\"syncgrad\",\"model\":\"%s\",\"device\":\"%s\",\"batch\":%lld%s,"
-                "\"threads\":%d,\"processes\":%d,\"ms_per_step\":%.3f,\"%s_per_s\":%.1f,\"peak_rss_mb\":%.1f}",
-                options.model.c_str(), accelerator.device().str().c_str(), static_cast<long long>(options.batch),
-                work.extra_json.c_str(), options.threads, processes, ms, work.items.c_str(), items_per_second,
-                peak_rss_mb());
+                "{\"bench\":\"train_step\",\"impl\":\"syncgrad\",\"model\":\"%s\",\"device\":\"%s\",\"amp\":\"%s\","
+                "\"batch\":%lld%s,\"threads\":%d,\"processes\":%d,\"ms_per_step\":%.3f,\"%s_per_s\":%.1f,"
+                "\"peak_rss_mb\":%.1f,\"loss_first\":%s,\"loss_last\":%s,\"skipped_steps\":%d}",
+                options.model.c_str(), accelerator.device().str().c_str(), options.amp.c_str(),
+                static_cast<long long>(options.batch), work.extra_json.c_str(), options.threads, processes, ms,
+                work.items.c_str(), items_per_second, peak_rss_mb(), json_number(first_loss).c_str(),
+                json_number(last_loss).c_str(), skipped_steps);
   accelerator.print(json);
   return 0;
 }
@@ -238,6 +283,7 @@ int run(const Options& options) {
   sg::dist::AcceleratorOptions accelerator_options;
   accelerator_options.ddp.bucket_cap_mb = options.bucket_mb;
   accelerator_options.device = options.device;
+  accelerator_options.mixed_precision = options.amp;
   sg::dist::Accelerator accelerator(accelerator_options);
   sg::set_num_threads(options.threads);
   sg::manual_seed(0);
@@ -273,6 +319,9 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--device", options.device, "auto (a GPU when CUDA is available), cpu, or cuda")
       ->check(CLI::IsMember({"auto", "cpu", "cuda"}))
+      ->capture_default_str();
+  app.add_option("--amp", options.amp, "Mixed precision: no, f16 (autocast + loss scaler) or bf16 (autocast)")
+      ->check(CLI::IsMember({"no", "f16", "bf16"}))
       ->capture_default_str();
   app.add_option("--bucket-mb", options.bucket_mb, "Under sgrun: DDP's gradient bucket size in MB")
       ->check(CLI::PositiveNumber)

@@ -10,19 +10,20 @@ here the mask is bool with is_causal=True and need_weights=False, so attention r
 F.scaled_dot_product_attention's causal kernel. Everything else (names, shapes, init, optimizer groups)
 is the recipe's, so tests/reference/make_gpt_constants.py imports this model too.
 
-Prints ms/step (median of --steps timed steps after warm-up) and the JSON line bench_models prints.
+Prints ms/step (median of --steps timed steps after warm-up; --device and --amp as training_step.py says) and the
+JSON line bench_models prints.
 """
 import argparse
 import inspect
 import json
 import math
 import resource
-import statistics
-import time
 
 import torch
 import torch.nn as nn
 from torch.nn import functional as F
+
+import training_step
 
 # PyTorch 1.13 (Debian's) has no is_causal; there the bool mask alone gives the same result.
 CAUSAL = {"is_causal": True} if "is_causal" in inspect.signature(nn.MultiheadAttention.forward).parameters else {}
@@ -138,31 +139,25 @@ def main():
     parser.add_argument("--batch", type=int, default=32)
     parser.add_argument("--block", type=int, default=128)
     parser.add_argument("--vocab", type=int, default=96)
+    training_step.add_arguments(parser)
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
     n_layer, n_head, n_embd = PRESETS[args.model]
-    model = GPT(n_layer, n_head, n_embd, args.vocab, args.block)
+    model = GPT(n_layer, n_head, n_embd, args.vocab, args.block).to(args.device)
     optimizer = create_optimizer(model)
-    idx = torch.randint(0, args.vocab, (args.batch, args.block))
-    targets = torch.randint(0, args.vocab, (args.batch, args.block))
-    times = []
-    for step in range(args.warmup + args.steps):
-        start = time.perf_counter()
-        optimizer.zero_grad(set_to_none=True)
-        _, loss = model(idx, targets)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        optimizer.step()
-        if step >= args.warmup:
-            times.append((time.perf_counter() - start) * 1000)
-    ms = statistics.median(times)
+    idx = torch.randint(0, args.vocab, (args.batch, args.block)).to(args.device)
+    targets = torch.randint(0, args.vocab, (args.batch, args.block)).to(args.device)
+    result = training_step.train(model, optimizer, lambda: model(idx, targets)[1], args, warmup=args.warmup,
+                                 steps=args.steps, clip_grad_norm=1.0)
+    ms = result.ms_per_step
     tokens_per_s = 1000.0 * args.batch * args.block / ms
     peak_rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    print(f"pytorch {torch.__version__} {args.model} batch {args.batch} block {args.block} threads {args.threads}: "
-          f"{ms:.2f} ms/step, {tokens_per_s:.0f} tokens/s, peak RSS {peak_rss_mb:.0f} MB (import torch included)")
+    print(f"pytorch {torch.__version__} {args.model} batch {args.batch} block {args.block} threads {args.threads} on "
+          f"{args.device} (mixed precision {args.amp}): {ms:.2f} ms/step, {tokens_per_s:.0f} tokens/s, peak RSS "
+          f"{peak_rss_mb:.0f} MB (import torch included)")
     print(json.dumps({"bench": "train_step", "impl": "pytorch", "model": args.model, "batch": args.batch,
-                      "block": args.block, "threads": args.threads, "ms_per_step": round(ms, 3),
+                      "block": args.block, "threads": args.threads, **result.json_fields(args),
                       "tokens_per_s": round(tokens_per_s, 1), "peak_rss_mb": round(peak_rss_mb, 1)}))
 
 

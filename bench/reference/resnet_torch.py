@@ -32,6 +32,7 @@ from PIL import Image
 from torchvision import transforms
 
 import ddp_torch
+import training_step
 
 IMAGENET_MEAN = [0.485, 0.456, 0.406]
 IMAGENET_STD = [0.229, 0.224, 0.225]
@@ -42,31 +43,24 @@ def bench(args):
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
     classes = 5
-    model = ddp_torch.wrap(getattr(torchvision.models, args.model)(num_classes=classes))
+    model = ddp_torch.wrap(getattr(torchvision.models, args.model)(num_classes=classes).to(args.device))
     optimizer = torch.optim.SGD(model.parameters(), lr=0.001, momentum=0.9, weight_decay=0.005)
-    x = torch.randn(args.batch, 3, args.image_size, args.image_size)
-    y = torch.randint(0, classes, (args.batch,))
-    times = []
-    for step in range(args.warmup + args.steps):
-        start = time.perf_counter()
-        optimizer.zero_grad(set_to_none=True)
-        loss = nn.functional.cross_entropy(model(x), y)
-        loss.backward()
-        optimizer.step()
-        if step >= args.warmup:
-            times.append((time.perf_counter() - start) * 1000)
-    ms = statistics.median(times)
+    x = torch.randn(args.batch, 3, args.image_size, args.image_size).to(args.device)
+    y = torch.randint(0, classes, (args.batch,)).to(args.device)
+    result = training_step.train(model, optimizer, lambda: nn.functional.cross_entropy(model(x), y), args,
+                                 warmup=args.warmup, steps=args.steps)
+    ms = result.ms_per_step
     processes = ddp_torch.world_size()
     images_per_s = 1000 * args.batch * processes / ms
     peak_rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     if not ddp_torch.is_main_process():
         return
     print(f"pytorch {torch.__version__} {args.model} batch {args.batch} x {processes} process(es) at "
-          f"{args.image_size}x{args.image_size} threads {args.threads}: {ms:.2f} ms/step, {images_per_s:.1f} images/s, "
-          f"peak RSS {peak_rss_mb:.0f} MB")
+          f"{args.image_size}x{args.image_size} threads {args.threads} on {args.device} (mixed precision {args.amp}): "
+          f"{ms:.2f} ms/step, {images_per_s:.1f} images/s, peak RSS {peak_rss_mb:.0f} MB")
     print(json.dumps({"bench": "train_step", "impl": "pytorch", "model": args.model, "batch": args.batch,
                       "image_size": args.image_size, "threads": args.threads, "processes": processes,
-                      "ms_per_step": round(ms, 3),
+                      **result.json_fields(args),
                       "images_per_s": round(images_per_s, 1), "peak_rss_mb": round(peak_rss_mb, 1)}))
 
 
@@ -160,6 +154,7 @@ def main():
     b.add_argument("--threads", type=int, default=1)
     b.add_argument("--steps", type=int, default=5)
     b.add_argument("--warmup", type=int, default=2)
+    training_step.add_arguments(b)
     t = commands.add_parser("train", help="the learning recipe on an image folder")
     t.add_argument("--data-path", required=True)
     t.add_argument("--model", default="resnet34", choices=["resnet18", "resnet34", "resnet50"])
