@@ -4,6 +4,7 @@
 // cases that need two ranks say so and pass without running.
 #include <algorithm>
 #include <cstdio>
+#include <filesystem>
 #include <string>
 
 #include "core/cuda/runtime.h"
@@ -16,6 +17,12 @@ using namespace sg;
 namespace ddp = sg::test::ddp;
 
 namespace {
+
+// tests/nccl_worker lies next to this binary: in the build tree and in the GPU bundle
+// (scripts/gpu-bundle.sh), which is unpacked elsewhere on the GPU machine.
+std::string nccl_worker() {
+  return (std::filesystem::read_symlink("/proc/self/exe").parent_path() / "nccl_worker").string();
+}
 
 bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
 
@@ -33,13 +40,13 @@ bool have_two_gpus(const char* test) {
 TEST_CASE("nccl: every collective, reduce op, dtype and size (0, 1, 7, 300007) gives the right values") {
   const int world = ranks_for_gpus();
   CAPTURE(world);
-  const auto result = test::run_ranks(SG_NCCL_WORKER, world, {"all"}, {}, 300);
+  const auto result = test::run_ranks(nccl_worker(), world, {"all"}, {}, 300);
   INFO(result.summary());
   CHECK(result.all_succeeded());
 }
 
 TEST_CASE("nccl: a CPU tensor or a non-contiguous one is an error naming the device or the layout") {
-  const auto result = test::run_ranks(SG_NCCL_WORKER, 1, {"wrong_tensors"});
+  const auto result = test::run_ranks(nccl_worker(), 1, {"wrong_tensors"});
   INFO(result.summary());
   CHECK(result.exit_code(0) == 0);
   CHECK(contains(result.output(0),
@@ -48,7 +55,7 @@ TEST_CASE("nccl: a CPU tensor or a non-contiguous one is an error naming the dev
 }
 
 TEST_CASE("nccl: a collective past its timeout is aborted by the watchdog and the group throws, naming it") {
-  const auto result = test::run_ranks(SG_NCCL_WORKER, 1, {"overdue"});
+  const auto result = test::run_ranks(nccl_worker(), 1, {"overdue"});
   INFO(result.summary());
   CHECK(result.exit_code(0) == 3);
   CHECK(contains(result.output(0),
@@ -59,7 +66,7 @@ TEST_CASE("nccl: a collective past its timeout is aborted by the watchdog and th
 
 TEST_CASE("nccl: a rank that never reaches a collective: the other times out naming it and the collective") {
   if (!have_two_gpus("nccl late rank")) return;
-  const auto result = test::run_ranks(SG_NCCL_WORKER, 2, {"late"}, {{"SG_DIST_TIMEOUT", "1"}});
+  const auto result = test::run_ranks(nccl_worker(), 2, {"late"}, {{"SG_DIST_TIMEOUT", "1"}});
   INFO(result.summary());
   CHECK(result.exit_code(0) == 3);
   CHECK(contains(result.output(0), "all_reduce(SUM) #0 on f32[10] (40 bytes) timed out after 1000 ms"));
@@ -68,7 +75,7 @@ TEST_CASE("nccl: a rank that never reaches a collective: the other times out nam
 
 TEST_CASE("nccl: SG_DIST_DEBUG: ranks calling different collectives all fail, showing both sides") {
   if (!have_two_gpus("nccl SG_DIST_DEBUG")) return;
-  const auto result = test::run_ranks(SG_NCCL_WORKER, 2, {"mismatch"}, {{"SG_DIST_DEBUG", "1"}});
+  const auto result = test::run_ranks(nccl_worker(), 2, {"mismatch"}, {{"SG_DIST_DEBUG", "1"}});
   INFO(result.summary());
   for (int rank = 0; rank < 2; ++rank) {
     CHECK(result.exit_code(rank) == 3);
@@ -85,7 +92,7 @@ TEST_CASE("nccl: DDP on the GPUs equals one CPU process on the whole batch") {
   auto reference = ddp::make_mlp(1);
   ddp::train(*reference, 0, ddp::kGlobalBatch, 1, [](int, int, const std::function<void()>& step) { step(); });
   test::TempDir out;
-  const auto result = test::run_ranks(SG_NCCL_WORKER, world, {"ddp", out.path()}, {}, 120);
+  const auto result = test::run_ranks(nccl_worker(), world, {"ddp", out.path()}, {}, 120);
   INFO(result.summary());
   REQUIRE(result.all_succeeded());
   const SafetensorsFile got = load_safetensors(out.path() + "/params.safetensors");
