@@ -14,8 +14,8 @@
 #include "autograd/ops_reduce.h"             // defines: sum, mean, max, var, softmax, ...
 #include "autograd/ops_shape.h"              // defines: reshape, permute, slice, ...
 #include "autograd/ops_sort.h"               // defines: sort, argsort, topk
-#include "core/cuda/event.h"                 // defines: cuda::Event (timing GPU work)
-#include "core/cuda/runtime.h"               // defines: cuda::is_available, device_count, memory_stats, empty_cache
+#include "core/cuda_runtime/event.h"         // defines: cuda::Event (timing GPU work)
+#include "core/cuda_runtime/runtime.h"       // defines: cuda::is_available, device_count, memory_stats, empty_cache
 #include "core/factory.h"                    // defines: zeros, ones, randn, arange, tensor, ...
 #include "core/parallel.h"                   // defines: set_num_threads
 #include "core/safetensors.h"                // defines: save_safetensors, load_safetensors
@@ -32,14 +32,12 @@
 #include "data/image_transforms.h"   // defines: RandomResizedCrop, RandomHorizontalFlip, Resize, CenterCrop, ToTensor
 #include "data/resample.h"           // defines: resize_bilinear
 #include "data/sampler.h"            // defines: SequentialSampler, RandomSampler, BatchSampler
-#include "data/summary_writer.h"     // defines: SummaryWriter (TensorBoard event files), SummaryWriterOptions
 #include "data/transforms.h"         // defines: ToFloat, Normalize, Compose, RandomTransform
-#include "dist/accelerator.h"        // defines: dist::Accelerator
 #include "dist/ddp.h"                // defines: dist::DistributedDataParallel, DDPOptions
 #include "dist/dist.h"               // defines: dist::init_process_group, get_rank, all_reduce, ...
-#include "dist/spawn.h"              // defines: dist::spawn (run a function on N processes)
 #include "dist/sync_batchnorm.h"     // defines: dist::convert_sync_batchnorm
-#include "dist/trainer.h"            // defines: dist::Trainer, TrainingArguments, TrainerCallback
+#include "launch/spawn.h"            // defines: dist::spawn (run a function on N processes)
+#include "log/summary_writer.h"      // defines: SummaryWriter (TensorBoard event files), SummaryWriterOptions
 #include "models/cnn.h"              // defines: models::CNN, models::BasicNet, make_fashion_mnist_model
 #include "models/gpt.h"              // defines: models::GPT, GPTConfig, create_optimizer, gpt_loss
 #include "models/resnet.h"           // defines: models::ResNet, resnet18, resnet34, resnet50, make_resnet
@@ -65,3 +63,5 @@
 #include "optim/clip_grad.h"         // defines: clip_grad_norm_, clip_grad_value_
 #include "optim/lr_scheduler.h"      // defines: StepLR, CosineAnnealingLR, LambdaLR, WarmupCosineLR
 #include "optim/sgd.h"               // defines: SGD
+#include "train/accelerator.h"       // defines: dist::Accelerator
+#include "train/trainer.h"           // defines: dist::Trainer, TrainingArguments, TrainerCallback

@@ -1,6 +1,6 @@
 // sgrun: starts N workers of a syncgrad program on this node with torchrun's environment, e.g.
 //   sgrun --nproc-per-node 2 build/apps/train_cnn --epochs 1
-// The work is done by sg::dist::launch (dist/launcher.h); this file is its command line.
+// The work is done by sg::dist::launch (launch/launcher.h); this file is its command line.
 #include <CLI/CLI.hpp>
 
 #include <cstdio>
@@ -10,8 +10,8 @@
 #include <thread>
 #include <tuple>
 
-#include "core/cuda/runtime.h"
-#include "dist/launcher.h"
+#include "core/cuda_runtime/runtime.h"
+#include "launch/launcher.h"
 
 int main(int argc, char** argv) {
   sg::dist::LaunchOptions options;

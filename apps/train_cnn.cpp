@@ -18,9 +18,8 @@
 #include "core/atomic_file.h"
 #include "data/dataloader.h"
 #include "data/fashion_mnist.h"
-#include "data/metrics_log.h"
-#include "data/progress_bar.h"
-#include "dist/accelerator.h"
+#include "log/metrics_log.h"
+#include "log/progress_bar.h"
 #include "models/cnn.h"
 #include "nn/functional.h"
 #include "optim/adam.h"
@@ -28,6 +27,7 @@
 #include "optim/lr_scheduler.h"
 #include "optim/sgd.h"
 #include "syncgrad.h"
+#include "train/accelerator.h"
 
 namespace {
 

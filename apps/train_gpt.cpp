@@ -31,13 +31,13 @@
 #include "core/atomic_file.h"
 #include "data/char_dataset.h"
 #include "data/dataloader.h"
-#include "data/metrics_log.h"
-#include "data/progress_bar.h"
-#include "dist/accelerator.h"
+#include "log/metrics_log.h"
+#include "log/progress_bar.h"
 #include "models/gpt.h"
 #include "nn/functional.h"
 #include "optim/checkpoint.h"
 #include "syncgrad.h"
+#include "train/accelerator.h"
 
 namespace {
 

@@ -28,10 +28,9 @@
 #include "data/dataloader.h"
 #include "data/image_folder.h"
 #include "data/image_transforms.h"
-#include "data/progress_bar.h"
 #include "data/transforms.h"
-#include "dist/accelerator.h"
 #include "dist/dist.h"
+#include "log/progress_bar.h"
 #include "models/cnn.h"
 #include "models/resnet.h"
 #include "nn/functional.h"
@@ -40,6 +39,7 @@
 #include "optim/lr_scheduler.h"
 #include "optim/sgd.h"
 #include "syncgrad.h"
+#include "train/accelerator.h"
 
 namespace {
 

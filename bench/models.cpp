@@ -31,8 +31,7 @@
 #include <vector>
 
 #include "core/cpu/blas.h"
-#include "core/cuda/runtime.h"
-#include "dist/accelerator.h"
+#include "core/cuda_runtime/runtime.h"
 #include "models/cnn.h"
 #include "models/gpt.h"
 #include "models/resnet.h"
@@ -41,6 +40,7 @@
 #include "optim/clip_grad.h"
 #include "optim/sgd.h"
 #include "syncgrad.h"
+#include "train/accelerator.h"
 
 namespace {
 

@@ -1,8 +1,9 @@
 # SG_CUDA=AUTO turns the CUDA backend on when nvcc is found (check_language, never a hard
 # project(LANGUAGES CUDA), which fails on machines without nvcc; check_language finds nvcc only
 # through PATH, $CUDACXX or CMAKE_CUDA_COMPILER, hence the default path below). The backend's sources
-# are core/cuda/*.cu and *.cpp (and dist/'s NCCL process group); a CPU-only build compiles
-# core/cuda/no_cuda.cpp instead, which answers "not available" (core/cuda/runtime.h).
+# are the runtime in core/cuda_runtime/, the kernels in core/cuda/ (*.cu and *.cpp) and dist/'s NCCL
+# process group; a CPU-only build compiles core/cuda_runtime/no_cuda.cpp instead, which answers "not
+# available" (core/cuda_runtime/runtime.h).
 set(SG_CUDA_ENABLED OFF)
 if(NOT SG_CUDA STREQUAL "OFF")
   if(NOT CMAKE_CUDA_COMPILER AND EXISTS /usr/local/cuda/bin/nvcc AND NOT DEFINED ENV{CUDACXX})
@@ -46,10 +47,11 @@ endif()
 # core/device.h reads it), the CUDA libraries. Never CUDA::cuda_driver: a binary linked to
 # libcuda refuses to start on machines without a driver.
 function(sg_add_cuda_backend target)
-  file(GLOB cuda_sources CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/core/cuda/*.cu ${PROJECT_SOURCE_DIR}/core/cuda/*.cpp
+  file(GLOB cuda_sources CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/core/cuda_runtime/*.cpp
+       ${PROJECT_SOURCE_DIR}/core/cuda/*.cu ${PROJECT_SOURCE_DIR}/core/cuda/*.cpp
        ${PROJECT_SOURCE_DIR}/dist/cuda/*.cpp ${PROJECT_SOURCE_DIR}/dist/cuda/*.cu)
-  set(cpu_only ${PROJECT_SOURCE_DIR}/core/cuda/no_cuda.cpp)
-  set(always ${PROJECT_SOURCE_DIR}/core/cuda/block_cache.cpp)
+  set(cpu_only ${PROJECT_SOURCE_DIR}/core/cuda_runtime/no_cuda.cpp)
+  set(always ${PROJECT_SOURCE_DIR}/core/cuda_runtime/block_cache.cpp)
   list(REMOVE_ITEM cuda_sources ${cpu_only} ${always})
   target_sources(${target} PRIVATE ${always})
   if(NOT SG_CUDA_ENABLED)

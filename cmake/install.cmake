@@ -8,7 +8,7 @@ install(TARGETS syncgrad EXPORT syncgradTargets
   ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
   LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
 install(FILES syncgrad.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/syncgrad)
-foreach(dir core autograd nn optim data dist amp models)
+foreach(dir core autograd nn optim amp models data log dist launch train)
   install(DIRECTORY ${dir}/ DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/syncgrad/${dir}
           FILES_MATCHING PATTERN "*.h")
 endforeach()

@@ -5,7 +5,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "core/cuda/device_allocator.h"
+#include "core/cuda_runtime/device_allocator.h"
 #include "core/error.h"
 
 namespace sg {

@@ -1,6 +1,6 @@
 #include "core/device.h"
 
-#include "core/cuda/runtime.h"
+#include "core/cuda_runtime/runtime.h"
 #include "core/error.h"
 
 namespace sg {

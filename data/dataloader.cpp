@@ -8,7 +8,7 @@
 #include <thread>
 #include <utility>
 
-#include "core/cuda/runtime.h"
+#include "core/cuda_runtime/runtime.h"
 #include "core/factory.h"
 #include "core/parallel.h"
 #include "data/placement.h"

@@ -1,7 +1,7 @@
 #include "data/placement.h"
 
-#include "core/cuda/device_allocator.h"
-#include "core/cuda/runtime.h"
+#include "core/cuda_runtime/device_allocator.h"
+#include "core/cuda_runtime/runtime.h"
 #include "core/factory.h"
 #include "core/kernels/pointwise.h"
 #include "data/plain_copy.h"

@@ -9,7 +9,7 @@
 // thread when there are workers, so that memcpy leaves the training thread — and the transfer
 // from there runs at full bus speed. The move to the GPU happens on the consuming thread, when
 // the batch is handed out: the copy then enters the compute stream in program order, after the
-// previous step's kernels (Note [One compute stream] in core/cuda/stream.h). data/ depends on
+// previous step's kernels (Note [One compute stream] in core/cuda_runtime/stream.h). data/ depends on
 // core/ only (docs/decisions.md, "The layers depend one way"), so both copies are core-level: a plain memcpy into the
 // pinned block and kernels::copy into an empty tensor on the device — never Tensor::to.
 #include "core/tensor.h"

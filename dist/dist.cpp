@@ -8,7 +8,7 @@
 #include <thread>
 
 #include "amp/grad_scaler.h"
-#include "core/cuda/runtime.h"
+#include "core/cuda_runtime/runtime.h"
 #include "dist/environment.h"
 #include "dist/process_group_gloo.h"
 #include "dist/process_group_nccl.h"

@@ -10,8 +10,8 @@ packages=(
   libstb-dev              # stb_image / stb_image_write: decoding PNG, BMP, GIF and writing PNG, JPEG (data/image.cpp)
   libjpeg62-turbo-dev     # libjpeg-turbo: decoding JPEG as PIL does (data/jpeg_decoder.cpp)
   libdnnl-dev             # oneDNN: the fast f32 CPU convolutions (OpenMP build, follows sg::set_num_threads too)
-  libprotobuf-dev protobuf-compiler  # TensorBoard event files: data/tensorboard/event.proto, compiled by protoc
-  libcrcutil-dev          # CRC-32C of the event files' records (data/crc32c.cpp)
+  libprotobuf-dev protobuf-compiler  # TensorBoard event files: log/tensorboard/event.proto, compiled by protoc
+  libcrcutil-dev          # CRC-32C of the event files' records (log/crc32c.cpp)
   python3-venv            # scripts/tensorboard-venv.sh: TensorBoard's reader checks the event files in the tests
   dataset-fashion-mnist   # the IDX files under /usr/share/datasets/fashion-mnist
   libyaml-cpp-dev         # train_gpt reads the minGPT recipe's YAML config

@@ -4,7 +4,7 @@
 #include <cmath>
 #include <iostream>
 
-#include "core/cuda/runtime.h"
+#include "core/cuda_runtime/runtime.h"
 
 namespace sg::test::collectives {
 

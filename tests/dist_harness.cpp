@@ -18,7 +18,7 @@
 
 #include <doctest/doctest.h>
 
-#include "dist/launcher.h"
+#include "launch/launcher.h"
 
 extern char** environ;
 

@@ -10,7 +10,7 @@
 #include <thread>
 
 #include "collective_expectations.h"
-#include "core/cuda/runtime.h"
+#include "core/cuda_runtime/runtime.h"
 #include "ddp_scenarios.h"
 #include "syncgrad.h"
 

@@ -1,10 +1,10 @@
-// The CUDA caching allocator's policy (core/cuda/block_cache.h), checked on the CPU with a
+// The CUDA caching allocator's policy (core/cuda_runtime/block_cache.h), checked on the CPU with a
 // backend that hands out host memory and counts: this part of the GPU backend runs here.
 #include <cstdlib>
 #include <set>
 
-#include "core/cuda/block_cache.h"
-#include "core/cuda/event.h"
+#include "core/cuda_runtime/block_cache.h"
+#include "core/cuda_runtime/event.h"
 #include "helpers.h"
 
 using namespace sg;

@@ -1,7 +1,7 @@
 // The Gloo process group across real processes on loopback: every collective, op and dtype on
 // 2 and 3 ranks (tests/dist_worker_collectives.cpp checks the values), and the failures a user
 // meets: a rank that dies, one that never comes, ranks that disagree on the collective.
-#include "core/cuda/runtime.h"
+#include "core/cuda_runtime/runtime.h"
 #include "dist_harness.h"
 #include "helpers.h"
 

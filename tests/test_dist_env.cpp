@@ -6,10 +6,10 @@
 #include <map>
 
 #include "core/error.h"
-#include "dist/accelerator.h"
 #include "dist/dist.h"
 #include "dist/environment.h"
-#include "dist/launcher.h"
+#include "launch/launcher.h"
+#include "train/accelerator.h"
 
 using namespace sg;
 using namespace sg::dist;

@@ -21,10 +21,10 @@
 #include <thread>
 #include <vector>
 
-#include "dist/launcher.h"
-#include "dist/line_prefixer.h"
 #include "dist_harness.h"
 #include "helpers.h"
+#include "launch/launcher.h"
+#include "launch/line_prefixer.h"
 
 extern char** environ;
 

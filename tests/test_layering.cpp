@@ -1,12 +1,16 @@
 // The layering rule, checked rather than hoped for: a library file includes headers of its own
 // layer and of the layers below it only —
-//   core <- autograd <- nn <- optim <- amp <- dist <- models <- apps,   data <- core only
-// (amp sits above optim because GradScaler::step takes an optimizer; dist may use data for the
-// DataLoader's placement). The library never includes syncgrad.h, the header for programs.
+//   core <- autograd <- nn <- {optim <- amp, models} <- dist <- {launch, train} <- apps,
+//   data <- core only, log <- core only
+// (amp sits above optim because GradScaler::step takes an optimizer; dist and above may use data and
+// log). Inside core, the CUDA runtime (core/cuda_runtime/: device, allocator, stream, event, below
+// Storage) includes no kernel layer, and the CUDA kernels (core/cuda/) are reached only through
+// the dispatch of core/kernels/. The library never includes syncgrad.h, the header for programs.
 #include <doctest/doctest.h>
 
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <regex>
 #include <set>
@@ -20,15 +24,33 @@ const std::map<std::string, std::set<std::string>> kMayInclude = {
     {"nn", {"core", "autograd", "nn"}},
     {"optim", {"core", "autograd", "nn", "optim"}},
     {"amp", {"core", "autograd", "nn", "optim", "amp"}},
+    {"models", {"core", "autograd", "nn", "optim", "amp", "models"}},
     {"data", {"core", "data"}},
-    {"dist", {"core", "autograd", "nn", "optim", "amp", "data", "dist"}},
-    {"models", {"core", "autograd", "nn", "optim", "amp", "data", "dist", "models"}},
-    {"apps", {"core", "autograd", "nn", "optim", "amp", "data", "dist", "models", "apps"}},
+    {"log", {"core", "log"}},
+    {"dist", {"core", "autograd", "nn", "optim", "amp", "models", "data", "log", "dist"}},
+    {"launch", {"core", "autograd", "nn", "optim", "amp", "models", "data", "log", "dist", "launch"}},
+    {"train", {"core", "autograd", "nn", "optim", "amp", "models", "data", "log", "dist", "train"}},
+    {"apps", {"core", "autograd", "nn", "optim", "amp", "models", "data", "log", "dist", "launch", "train", "apps"}},
 };
 
 bool is_source(const std::filesystem::path& path) {
   static const std::set<std::string> extensions = {".h", ".cpp", ".cu", ".cuh"};
   return extensions.contains(path.extension().string());
+}
+
+// Calls `visit(file, line_number, line)` for every line of every source file under root/folder.
+int for_each_line(const std::filesystem::path& root, const std::string& folder,
+                  const std::function<void(const std::string&, int, const std::string&)>& visit) {
+  int files = 0;
+  for (const auto& entry : std::filesystem::recursive_directory_iterator(root / folder)) {
+    if (!entry.is_regular_file() || !is_source(entry.path())) continue;
+    ++files;
+    std::ifstream file(entry.path());
+    const std::string name = std::filesystem::relative(entry.path(), root).string();
+    int line_number = 0;
+    for (std::string line; std::getline(file, line);) visit(name, ++line_number, line);
+  }
+  return files;
 }
 
 }  // namespace
@@ -40,25 +62,41 @@ TEST_CASE("no library file includes a header of a higher layer") {
   std::string violations;
   for (const auto& [layer, allowed] : kMayInclude) {
     REQUIRE(std::filesystem::is_directory(root / layer));
-    for (const auto& entry : std::filesystem::recursive_directory_iterator(root / layer)) {
-      if (!entry.is_regular_file() || !is_source(entry.path())) continue;
-      ++files;
-      std::ifstream file(entry.path());
-      int line_number = 0;
-      for (std::string line; std::getline(file, line);) {
-        ++line_number;
-        const std::string where =
-            std::filesystem::relative(entry.path(), root).string() + ":" + std::to_string(line_number);
-        std::smatch match;
-        if (layer != "apps" && line.find("#include \"syncgrad.h\"") != std::string::npos)
-          violations += where + ": includes syncgrad.h, the header for programs\n";
-        else if (std::regex_search(line, match, include_line) && kMayInclude.contains(match[1]) &&
-                 !allowed.contains(match[1]))
-          violations += where + ": " + layer + "/ includes " + std::string(match[1]) + "/, a higher layer\n";
-      }
-    }
+    files += for_each_line(root, layer, [&](const std::string& file, int line_number, const std::string& line) {
+      const std::string where = file + ":" + std::to_string(line_number);
+      std::smatch match;
+      if (layer != "apps" && line.find("#include \"syncgrad.h\"") != std::string::npos)
+        violations += where + ": includes syncgrad.h, the header for programs\n";
+      else if (std::regex_search(line, match, include_line) && kMayInclude.contains(match[1]) &&
+               !allowed.contains(match[1]))
+        violations += where + ": " + layer + "/ includes " + std::string(match[1]) + "/, a higher layer\n";
+    });
   }
   CHECK(files > 100);  // the walk really saw the library
   CHECK_MESSAGE(violations.empty(), "the layering rule (docs/decisions.md, \"The layers depend one way\") is broken:\n",
                 violations);
+}
+
+TEST_CASE("the CUDA runtime includes no kernel layer, and no file outside core/cuda/ includes a CUDA kernel header") {
+  const std::filesystem::path root = SG_SOURCE_DIR;
+  const std::regex core_include(R"(^\s*#\s*include\s*"core/(cuda|cuda_runtime|kernels|cpu)/[^"]+\")");
+  std::string violations;
+  const int runtime_files =
+      for_each_line(root, "core/cuda_runtime", [&](const std::string& file, int line_number, const std::string& line) {
+        std::smatch match;
+        if (std::regex_search(line, match, core_include) && match[1] != "cuda_runtime")
+          violations += file + ":" + std::to_string(line_number) + ": the runtime includes core/" +
+                        std::string(match[1]) + "/, a kernel layer above Storage\n";
+      });
+  CHECK(runtime_files >= 10);
+  for (const auto& [layer, allowed] : kMayInclude) {
+    for_each_line(root, layer, [&](const std::string& file, int line_number, const std::string& line) {
+      std::smatch match;
+      if (!file.starts_with("core/cuda/") && std::regex_search(line, match, core_include) && match[1] == "cuda")
+        violations += file + ":" + std::to_string(line_number) +
+                      ": includes a CUDA kernel header; kernels are reached through core/kernels/ (Note [Kernel "
+                      "dispatch] in core/device.h)\n";
+    });
+  }
+  CHECK_MESSAGE(violations.empty(), "the core/ sub-layers (docs/decisions.md) are broken:\n", violations);
 }

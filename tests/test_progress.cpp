@@ -3,9 +3,9 @@
 #include <fstream>
 #include <sstream>
 
-#include "data/metrics_log.h"
-#include "data/progress_bar.h"
 #include "helpers.h"
+#include "log/metrics_log.h"
+#include "log/progress_bar.h"
 
 using namespace sg;
 

@@ -13,9 +13,9 @@
 #include <string>
 #include <vector>
 
-#include "dist/launcher.h"
 #include "dist/shm_all_reduce.h"
 #include "dist/tcp_store.h"
+#include "launch/launcher.h"
 
 using namespace sg::dist;
 using namespace std::chrono_literals;

@@ -15,9 +15,9 @@
 #include <sstream>
 #include <thread>
 
-#include "data/crc32c.h"
 #include "dist_harness.h"
 #include "helpers.h"
+#include "log/crc32c.h"
 
 using namespace sg;
 namespace fs = std::filesystem;

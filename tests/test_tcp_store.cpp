@@ -20,9 +20,9 @@
 
 #include "core/error.h"
 #include "dist/collective_report.h"
-#include "dist/launcher.h"
 #include "dist/tcp_store.h"
 #include "dist_harness.h"
+#include "launch/launcher.h"
 
 using namespace sg;
 using namespace sg::dist;

@@ -9,8 +9,8 @@
 #include <cmath>
 
 #include "core/attention_math.h"
-#include "core/cuda/check.h"
-#include "core/cuda/stream.h"
+#include "core/cuda_runtime/check.h"
+#include "core/cuda_runtime/stream.h"
 #include "core/factory.h"
 #include "core/kernels/attention.h"
 #include "core/kernels/pointwise.h"

@@ -16,8 +16,8 @@
 #include <cstring>
 #include <type_traits>
 
-#include "core/cuda/check.h"
-#include "core/cuda/stream.h"
+#include "core/cuda_runtime/check.h"
+#include "core/cuda_runtime/stream.h"
 
 namespace sg::cuda {
 

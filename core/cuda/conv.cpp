@@ -4,7 +4,7 @@
 #include <array>
 
 #include "core/cuda/cudnn.h"
-#include "core/cuda/runtime.h"
+#include "core/cuda_runtime/runtime.h"
 #include "core/factory.h"
 #include "core/kernels/conv.h"
 #include "core/kernels/pointwise.h"

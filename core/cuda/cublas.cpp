@@ -5,7 +5,7 @@
 
 #include <atomic>
 
-#include "core/cuda/per_device.h"
+#include "core/cuda_runtime/per_device.h"
 #include "core/error.h"
 
 namespace sg::cuda {
@@ -68,7 +68,7 @@ void set_allow_tf32(bool allow) { tf32_allowed = allow; }
 bool allow_tf32() { return tf32_allowed; }
 
 cublasHandle_t cublas_handle(int device) {
-  static auto* handles = new PerDevice<cublasHandle_t>("cuBLAS");  // Note in core/cuda/per_device.h
+  static auto* handles = new PerDevice<cublasHandle_t>("cuBLAS");  // Note in core/cuda_runtime/per_device.h
   return handles->get(device, [] {
     auto* handle = new cublasHandle_t(nullptr);
     SG_CUBLAS_CHECK(cublas().create(handle));

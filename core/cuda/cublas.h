@@ -1,7 +1,8 @@
 #pragma once
 // defines: cuda::cublas, cuda::cublas_handle, SG_CUBLAS_CHECK — the cuBLAS functions (opened on
 //          first use), the cuBLAS context of each GPU and the check every cuBLAS call goes through. Included by
-//          core/cuda/ sources only (it brings in cublas_v2.h); the TF32 switch users set lives in core/cuda/runtime.h.
+//          core/cuda/ sources only (it brings in cublas_v2.h); the TF32 switch users set lives in
+//          core/cuda_runtime/runtime.h.
 #include <cublas_v2.h>
 
 namespace sg::cuda {

@@ -5,7 +5,7 @@
 #include <limits>
 #include <mutex>
 
-#include "core/cuda/per_device.h"
+#include "core/cuda_runtime/per_device.h"
 #include "core/error.h"
 
 namespace sg::cuda {
@@ -24,7 +24,7 @@ struct HandleSlot {
 };
 
 HandleSlot& handle_slot(int device) {
-  static auto* slots = new PerDevice<HandleSlot>("cuDNN");  // Note in core/cuda/per_device.h
+  static auto* slots = new PerDevice<HandleSlot>("cuDNN");  // Note in core/cuda_runtime/per_device.h
   return slots->get(device, [] {
     auto* slot = new HandleSlot;
     SG_CUDNN_CHECK(cudnnCreate(&slot->handle));

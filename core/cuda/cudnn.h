@@ -10,7 +10,7 @@
 
 #include <mutex>
 
-#include "core/cuda/stream.h"
+#include "core/cuda_runtime/stream.h"
 #include "core/tensor.h"
 
 namespace sg::cuda {

@@ -15,8 +15,8 @@
 #include <utility>
 
 #include "core/cpu/operands.h"  // the layout description is host code shared by both backends
-#include "core/cuda/check.h"
-#include "core/cuda/stream.h"
+#include "core/cuda_runtime/check.h"
+#include "core/cuda_runtime/stream.h"
 #include "core/strided_offsets.h"
 
 namespace sg::cuda {

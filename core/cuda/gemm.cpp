@@ -8,8 +8,8 @@
 #include <vector>
 
 #include "core/cuda/cublas.h"
-#include "core/cuda/runtime.h"
-#include "core/cuda/stream.h"
+#include "core/cuda_runtime/runtime.h"
+#include "core/cuda_runtime/stream.h"
 #include "core/factory.h"
 #include "core/kernels/gemm.h"
 #include "core/kernels/pointwise.h"

@@ -9,9 +9,9 @@
 #include <climits>
 #include <vector>
 
-#include "core/cuda/check.h"
 #include "core/cuda/launch.cuh"
-#include "core/cuda/stream.h"
+#include "core/cuda_runtime/check.h"
+#include "core/cuda_runtime/stream.h"
 #include "core/factory.h"
 #include "core/kernels/index.h"
 #include "core/kernels/pointwise.h"

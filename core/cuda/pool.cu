@@ -6,9 +6,9 @@
 // does. Every result is the CPU's, bit for bit.
 #include <cuda_runtime.h>
 
-#include "core/cuda/check.h"
 #include "core/cuda/launch.cuh"
-#include "core/cuda/stream.h"
+#include "core/cuda_runtime/check.h"
+#include "core/cuda_runtime/stream.h"
 #include "core/factory.h"
 #include "core/kernels/pointwise.h"
 #include "core/kernels/pool.h"

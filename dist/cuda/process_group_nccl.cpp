@@ -1,6 +1,6 @@
 // Note [NCCL streams, events and the watchdog]
 // Every kernel of syncgrad runs on the compute stream (Note [One compute stream] in
-// core/cuda/stream.h). A collective runs on this group's own NCCL stream instead, so that DDP's
+// core/cuda_runtime/stream.h). A collective runs on this group's own NCCL stream instead, so that DDP's
 // bucket all-reduces overlap the rest of backward, llm.c's way:
 //   1. record an event `ready` on the compute stream: the tensors' values are final there;
 //   2. the NCCL stream waits for `ready` (cudaStreamWaitEvent: the GPU waits, not the host);
@@ -35,8 +35,8 @@
 #include <mutex>
 #include <thread>
 
-#include "core/cuda/check.h"
-#include "core/cuda/stream.h"
+#include "core/cuda_runtime/check.h"
+#include "core/cuda_runtime/stream.h"
 #include "core/factory.h"
 #include "dist/collective_report.h"
 #include "dist/cuda/nccl_check.h"

@@ -6,7 +6,7 @@
 
 #include <cstdio>
 
-#include "core/cuda/runtime.h"
+#include "core/cuda_runtime/runtime.h"
 
 int main(int argc, char** argv) {
   if (!sg::cuda::is_available()) {

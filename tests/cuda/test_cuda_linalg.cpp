@@ -3,7 +3,7 @@
 #include <limits>
 
 #include "backward_compare.h"
-#include "core/cuda/runtime.h"
+#include "core/cuda_runtime/runtime.h"
 #include "core/kernels/gemm.h"
 #include "helpers.h"
 

@@ -7,7 +7,7 @@
 #include <filesystem>
 #include <string>
 
-#include "core/cuda/runtime.h"
+#include "core/cuda_runtime/runtime.h"
 #include "cuda_compare.h"
 #include "ddp_scenarios.h"
 #include "dist_harness.h"

@@ -1,6 +1,6 @@
 // The CUDA runtime, the caching allocator and host<->device copies on a real GPU.
-#include "core/cuda/event.h"
-#include "core/cuda/runtime.h"
+#include "core/cuda_runtime/event.h"
+#include "core/cuda_runtime/runtime.h"
 #include "cuda_compare.h"
 #include "helpers.h"
 

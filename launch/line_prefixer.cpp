@@ -1,4 +1,4 @@
-#include "dist/line_prefixer.h"
+#include "launch/line_prefixer.h"
 
 #include <utility>
 

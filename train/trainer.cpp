@@ -1,4 +1,4 @@
-#include "dist/trainer.h"
+#include "train/trainer.h"
 
 #include <algorithm>
 #include <cctype>
@@ -17,7 +17,7 @@
 #include "autograd/ops_index.h"
 #include "core/atomic_file.h"
 #include "core/factory.h"
-#include "data/progress_bar.h"
+#include "log/progress_bar.h"
 #include "nn/functional.h"
 
 namespace sg::dist {

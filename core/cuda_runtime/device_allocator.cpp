@@ -1,7 +1,7 @@
-#include "core/cuda/device_allocator.h"
+#include "core/cuda_runtime/device_allocator.h"
 
-#include "core/cuda/check.h"
-#include "core/cuda/per_device.h"
+#include "core/cuda_runtime/check.h"
+#include "core/cuda_runtime/per_device.h"
 #include "core/error.h"
 
 namespace sg::cuda {
@@ -72,7 +72,7 @@ private:
 };
 
 DeviceAllocator& allocator_of(int index) {
-  static auto* allocators = new PerDevice<DeviceAllocator>("cuda");  // Note in core/cuda/per_device.h
+  static auto* allocators = new PerDevice<DeviceAllocator>("cuda");  // Note in core/cuda_runtime/per_device.h
   return allocators->get(index, [index] { return new DeviceAllocator(index); });
 }
 

@@ -17,11 +17,11 @@
 #include <vector>
 
 #include "data/dataloader.h"
-#include "data/metrics_log.h"
-#include "dist/accelerator.h"
-#include "dist/trainer_callback.h"
-#include "dist/training_args.h"
+#include "log/metrics_log.h"
 #include "optim/adam.h"
+#include "train/accelerator.h"
+#include "train/trainer_callback.h"
+#include "train/training_args.h"
 
 namespace sg::dist {
 

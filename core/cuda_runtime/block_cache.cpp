@@ -1,4 +1,4 @@
-#include "core/cuda/block_cache.h"
+#include "core/cuda_runtime/block_cache.h"
 
 #include <algorithm>
 #include <bit>

@@ -5,7 +5,7 @@
 //
 // Note [How spawn starts its processes]
 // spawn cannot fork and call the function in the copy: a forked copy of a process that used
-// OpenMP hangs at its first parallel region (Note [sgrun's process model] in dist/launcher.h). So
+// OpenMP hangs at its first parallel region (Note [sgrun's process model] in launch/launcher.h). So
 // it starts this same program again, N times, with the same arguments, through the launcher
 // (dist::launch: output labelled "[rank N] ", signals forwarded, the group stopped when one
 // fails), with SG_SPAWNED set in their environment. In each of those processes the program runs

@@ -1,8 +1,8 @@
-#include "core/cuda/event.h"
+#include "core/cuda_runtime/event.h"
 
-#include "core/cuda/check.h"
-#include "core/cuda/runtime.h"
-#include "core/cuda/stream.h"
+#include "core/cuda_runtime/check.h"
+#include "core/cuda_runtime/runtime.h"
+#include "core/cuda_runtime/stream.h"
 #include "core/error.h"
 
 namespace sg::cuda {

@@ -18,7 +18,7 @@
 #include <string>
 #include <vector>
 
-#include "dist/training_args.h"
+#include "train/training_args.h"
 
 namespace sg::dist {
 

@@ -1,4 +1,4 @@
-#include "data/metrics_log.h"
+#include "log/metrics_log.h"
 
 #include <algorithm>
 

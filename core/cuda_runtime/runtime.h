@@ -4,7 +4,7 @@
 //          wait for the GPU, device memory statistics.
 //
 // A CPU-only build (SG_CUDA=OFF, or no nvcc) answers is_available() == false and every other
-// call throws sg::Error saying why (core/cuda/no_cuda.cpp); a CUDA build on a machine without a
+// call throws sg::Error saying why (core/cuda_runtime/no_cuda.cpp); a CUDA build on a machine without a
 // GPU answers the same way, with the driver's reason.
 #include <cstddef>
 #include <string>

@@ -41,13 +41,13 @@
 #include "amp/autocast.h"
 #include "amp/grad_scaler.h"
 #include "data/dataloader.h"
-#include "data/summary_writer.h"
 #include "dist/ddp.h"
-#include "dist/loader_tracker.h"
+#include "log/summary_writer.h"
 #include "nn/module.h"
 #include "optim/checkpoint.h"
 #include "optim/lr_scheduler.h"
 #include "optim/optimizer.h"
+#include "train/loader_tracker.h"
 
 namespace sg::dist {
 

@@ -1,8 +1,8 @@
 // The sg::cuda API of a CPU-only build: nothing is available, and any use says so.
 #include <atomic>
 
-#include "core/cuda/event.h"
-#include "core/cuda/runtime.h"
+#include "core/cuda_runtime/event.h"
+#include "core/cuda_runtime/runtime.h"
 #include "core/error.h"
 
 namespace sg::cuda {

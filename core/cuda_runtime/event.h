@@ -29,7 +29,7 @@ public:
   double elapsed_ms(const Event& later) const;
 
 private:
-  // Unused in a build without CUDA, whose Event cannot be created (core/cuda/no_cuda.cpp).
+  // Unused in a build without CUDA, whose Event cannot be created (core/cuda_runtime/no_cuda.cpp).
   [[maybe_unused]] void* event_ = nullptr;  // a cudaEvent_t
   [[maybe_unused]] int device_ = 0;
 };

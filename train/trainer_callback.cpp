@@ -1,4 +1,4 @@
-#include "dist/trainer_callback.h"
+#include "train/trainer_callback.h"
 
 #include <limits>
 

@@ -1,4 +1,4 @@
-#include "dist/launcher.h"
+#include "launch/launcher.h"
 
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -23,8 +23,8 @@
 #include <string_view>
 
 #include "core/error.h"
-#include "dist/line_prefixer.h"
 #include "dist/tcp_store.h"
+#include "launch/line_prefixer.h"
 
 extern char** environ;
 

@@ -19,7 +19,7 @@
 #include <string>
 #include <vector>
 
-#include "core/cuda/runtime.h"
+#include "core/cuda_runtime/runtime.h"
 
 namespace sg::cuda {
 

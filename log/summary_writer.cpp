@@ -1,4 +1,4 @@
-#include "data/summary_writer.h"
+#include "log/summary_writer.h"
 
 #include <stb/stb_image_write.h>
 #include <unistd.h>
@@ -20,8 +20,8 @@
 
 #include "core/error.h"
 #include "core/shape.h"
-#include "data/crc32c.h"
-#include "data/tensorboard/event.pb.h"
+#include "log/crc32c.h"
+#include "log/tensorboard/event.pb.h"
 
 namespace sg::data {
 
@@ -30,7 +30,7 @@ namespace sg::data {
 //   uint64 length | uint32 masked crc32c of the length | data | uint32 masked crc32c of the data
 // all little-endian (crc32c.h). The first Event holds the file version "brain.Event:2" and no
 // summary; every later one a wall time, a step and a Summary with one value. The messages are
-// compiled by protoc from data/tensorboard/event.proto, which has TensorBoard's field numbers.
+// compiled by protoc from log/tensorboard/event.proto, which has TensorBoard's field numbers.
 // File names follow TensorBoard's own writer: events.out.tfevents.<seconds>.<host>.<pid>.<n>,
 // with n counting the files this process opened, so two writers started in the same second on
 // the same directory get two files (TensorBoard reads both, as one run).

@@ -1,4 +1,4 @@
-#include "data/progress_bar.h"
+#include "log/progress_bar.h"
 
 #include <unistd.h>
 

@@ -1,11 +1,11 @@
 // The sg::cuda API of a CUDA build: what the driver reports, checked calls, device switching.
-#include "core/cuda/runtime.h"
+#include "core/cuda_runtime/runtime.h"
 
 #include <string>
 
-#include "core/cuda/check.h"
-#include "core/cuda/device_allocator.h"
-#include "core/cuda/stream.h"
+#include "core/cuda_runtime/check.h"
+#include "core/cuda_runtime/device_allocator.h"
+#include "core/cuda_runtime/stream.h"
 #include "core/error.h"
 
 namespace sg::cuda {

@@ -1,4 +1,4 @@
-#include "dist/spawn.h"
+#include "launch/spawn.h"
 
 #include <unistd.h>
 
@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "core/error.h"
-#include "dist/launcher.h"
+#include "launch/launcher.h"
 
 namespace sg::dist {
 namespace {

@@ -7,8 +7,8 @@
 #include <array>
 #include <mutex>
 
-#include "core/cuda/runtime.h"
-#include "core/cuda/stream.h"
+#include "core/cuda_runtime/runtime.h"
+#include "core/cuda_runtime/stream.h"
 #include "core/error.h"
 
 namespace sg::cuda {

@@ -1,4 +1,4 @@
-#include "data/crc32c.h"
+#include "log/crc32c.h"
 
 #include <crcutil/generic_crc.h>
 #if defined(__x86_64__)

@@ -1,4 +1,4 @@
-#include "dist/accelerator.h"
+#include "train/accelerator.h"
 
 #include <algorithm>
 #include <cstdio>
@@ -7,7 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "autograd/ops_index.h"
-#include "core/cuda/runtime.h"
+#include "core/cuda_runtime/runtime.h"
 #include "core/factory.h"
 #include "core/generator.h"
 #include "data/distributed_batch_sampler.h"

@@ -1,4 +1,4 @@
-#include "dist/training_args.h"
+#include "train/training_args.h"
 
 #include <algorithm>
 #include <cmath>

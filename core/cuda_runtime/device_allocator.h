@@ -3,7 +3,7 @@
 //          Allocators behind CUDA tensors and behind page-locked host staging memory.
 //          No CUDA header: core/allocator.cpp includes it.
 #include "core/allocator.h"
-#include "core/cuda/block_cache.h"
+#include "core/cuda_runtime/block_cache.h"
 
 namespace sg::cuda {
 

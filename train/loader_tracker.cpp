@@ -1,4 +1,4 @@
-#include "dist/loader_tracker.h"
+#include "train/loader_tracker.h"
 
 #include <algorithm>
 

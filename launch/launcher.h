@@ -17,7 +17,7 @@
 //   Workers read stdin from /dev/null (a background group reading the terminal would be stopped).
 // - Each worker's stdout and stderr are pipes the launcher reads in one poll loop, writing every
 //   line with a "[rank N] " prefix to its own stdout / stderr (Note [Prefixing lines that end
-//   in '\r'] in dist/line_prefixer.h).
+//   in '\r'] in launch/line_prefixer.h).
 // - Failure: the first worker that exits non-zero or by a signal fails the attempt. The others get
 //   SIGTERM, then SIGKILL after `grace_seconds`; if restarts remain, the whole group starts again
 //   with SG_RESTART_COUNT one higher (a fresh port with --standalone), otherwise launch returns
