@@ -1,8 +1,6 @@
 #include "amp/grad_scaler.h"
 
 #include <cmath>
-#include <mutex>
-#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -16,18 +14,6 @@ namespace sg::amp {
 
 namespace {
 
-std::mutex reducer_mutex;
-FoundInfReducer found_inf_reducer;  // guarded by reducer_mutex
-
-void reduce_found_inf(Tensor& found_inf, const TensorList& gradients) {
-  FoundInfReducer reducer;
-  {
-    std::lock_guard<std::mutex> lock(reducer_mutex);
-    reducer = found_inf_reducer;
-  }
-  if (reducer) reducer(found_inf, gradients);
-}
-
 void check_factors(const char* where, double scale, double growth_factor, double backoff_factor,
                    int64_t growth_interval) {
   SG_CHECK(std::isfinite(scale) && scale > 0, where, ": the scale must be positive and finite, got ", scale);
@@ -38,11 +24,6 @@ void check_factors(const char* where, double scale, double growth_factor, double
 }
 
 }  // namespace
-
-void set_found_inf_reducer(FoundInfReducer reducer) {
-  std::lock_guard<std::mutex> lock(reducer_mutex);
-  found_inf_reducer = std::move(reducer);
-}
 
 // ---- state ----
 
@@ -114,7 +95,8 @@ void GradScaler::unscale_(optim::Optimizer& optimizer) {
   Tensor found_inf = zeros({1}, {DType::f32});
   for (const Tensor& flag : flags)
     if (flag.item<float>() > 0) found_inf.fill_(1.0);
-  reduce_found_inf(found_inf, checked);
+  if (options_.agree_across_ranks)
+    options_.agree_across_ranks(found_inf, checked);  // Note [Ranks agree on skipping a step]
   record.found_inf = found_inf.item<float>() > 0;
   record.stage = Stage::unscaled;
 }

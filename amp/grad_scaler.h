@@ -1,6 +1,6 @@
 #pragma once
-// defines: amp::GradScaler, GradScalerOptions, GradScalerState, FoundInfReducer,
-//          set_found_inf_reducer — dynamic loss scaling for f16 training, as torch.amp.GradScaler.
+// defines: amp::GradScaler, GradScalerOptions, GradScalerState, FoundInfAgreement — dynamic
+//          loss scaling for f16 training, as torch.amp.GradScaler.
 //
 // Why: an f16 gradient below ~6e-8 rounds to zero, and many gradients are that small. Multiplying
 // the loss by a large scale S multiplies every gradient by S too (backward is linear), lifting
@@ -32,12 +32,24 @@
 
 namespace sg::amp {
 
+// Note [Ranks agree on skipping a step]
+// Under data parallelism every rank must skip the same f16 steps, or their parameters drift
+// apart. Gradients that DDP averaged carry an inf or NaN of any rank to every rank already, so a
+// scaler whose gradients all come out of DDP's synchronised backward agrees without a word, as
+// PyTorch's does. Where gradients are local — parameters outside DDP, a step after no_sync, no
+// DDP at all — the ranks must agree explicitly: the agreement receives this rank's one-element
+// f32 found_inf flag (1: this rank found inf/NaN) and the gradients that were checked, and leaves
+// in the flag a value > 0 if any rank's was 1 (an all-reduce with MAX). dist::Accelerator installs
+// one (it knows which models it wrapped in DDP); without one the flag stays this rank's own.
+using FoundInfAgreement = std::function<void(Tensor& found_inf, const TensorList& gradients)>;
+
 struct GradScalerOptions {
   double init_scale = 65536.0;  // 2^16
   double growth_factor = 2.0;
   double backoff_factor = 0.5;
   int64_t growth_interval = 2000;
-  bool enabled = true;  // false: scale() returns the loss as is, step() just steps
+  bool enabled = true;                     // false: scale() returns the loss as is, step() just steps
+  FoundInfAgreement agree_across_ranks{};  // called by unscale_; empty: this rank decides alone
 };
 
 // What a checkpoint keeps (the fields of torch's GradScaler.state_dict(), plus the skip count).
@@ -55,16 +67,6 @@ struct GradScalerState {
   static GradScalerState from_json(const std::string& text);
 };
 
-// Under data parallelism every rank must skip the same steps, or their parameters drift apart.
-// The dist layer registers a reducer when a process group starts: it receives the one-element
-// f32 found_inf flag (1: this rank found inf/NaN) and the gradients that were checked, and must
-// leave in the flag a value > 0 if any rank's flag was 1 (an all-reduce with MAX or SUM). The
-// gradients let it see when that is known already: gradients that DDP averaged over every rank
-// carry an inf from any rank to all of them.
-// unscale_ calls it once per optimizer per step; with none registered the flag stays local.
-using FoundInfReducer = std::function<void(Tensor& found_inf, const TensorList& gradients)>;
-void set_found_inf_reducer(FoundInfReducer reducer);  // an empty function removes it
-
 class GradScaler {
 public:
   explicit GradScaler(GradScalerOptions options = {});
@@ -72,7 +74,7 @@ public:
   // loss * scale, computed in f32 (an f16 loss gives an f32 product, which cannot overflow).
   Tensor scale(const Tensor& loss) const;
   // Divides the gradients of `optimizer`'s parameters by the scale in place and records whether
-  // any was inf/NaN (all-reduced through the registered reducer). At most once per optimizer
+  // any was inf/NaN (on any rank, through options.agree_across_ranks). At most once per optimizer
   // between two update() calls, and before step(); f16 gradients are refused (keep parameters
   // in f32: their gradients are f32).
   void unscale_(optim::Optimizer& optimizer);

@@ -7,7 +7,6 @@
 #include <sstream>
 #include <thread>
 
-#include "amp/grad_scaler.h"
 #include "core/cuda_runtime/runtime.h"
 #include "dist/environment.h"
 #include "dist/process_group_gloo.h"
@@ -123,20 +122,9 @@ void init_process_group(InitOptions options) {
   group.store = store;
   group.local_rank = env.local_rank;
   group.local_world_size = env.local_world_size;
-  // Every rank must take the same decision to skip an f16 step: a gradient that overflowed on one
-  // rank only makes all of them skip. Gradients that DDP averaged carry it everywhere already
-  // (Note [Found-inf under DDP] in dist/reducer.cpp); local ones need the all-reduce.
-  amp::set_found_inf_reducer([](Tensor& found_inf, const TensorList& gradients) {
-    if (all_averaged_across_ranks(gradients)) return;
-    ProcessGroup& group = default_group();
-    Tensor on_group_device = found_inf.to(group.device());  // the same tensor when it is there already
-    group.all_reduce(on_group_device, ReduceOp::MAX)->wait();
-    if (!on_group_device.is_same(found_inf)) found_inf.copy_(on_group_device);
-  });
 }
 
 void destroy_process_group() {
-  amp::set_found_inf_reducer({});
   DefaultGroup& group = state();
   group.group.reset();  // finishes queued collectives, then joins the communication thread
   group.store.reset();

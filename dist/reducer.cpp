@@ -25,7 +25,6 @@
 
 #include <algorithm>
 #include <map>
-#include <mutex>
 #include <sstream>
 
 #include "autograd/engine.h"
@@ -33,15 +32,6 @@
 #include "core/factory.h"
 
 namespace sg::dist {
-
-namespace {
-
-// Every live reducer, for all_averaged_across_ranks. A reducer enters in install_hooks; a dead
-// one leaves an expired pointer behind, dropped when the next one enters.
-std::mutex live_reducers_mutex;
-std::vector<std::weak_ptr<const Reducer>> live_reducers;  // guarded by live_reducers_mutex
-
-}  // namespace
 
 std::vector<std::vector<size_t>> assign_buckets(const TensorList& params, size_t cap_bytes) {
   constexpr size_t kFirstBucketBytes = size_t(1) << 20;
@@ -105,9 +95,6 @@ void Reducer::install_hooks() {
     params_[p].register_post_accumulate_grad_hook([weak, p](Tensor&) {
       if (auto reducer = weak.lock()) reducer->mark_ready(p);  // a dead DDP leaves grads alone
     });
-  std::lock_guard<std::mutex> lock(live_reducers_mutex);
-  std::erase_if(live_reducers, [](const auto& reducer) { return reducer.expired(); });
-  live_reducers.push_back(weak);
 }
 
 void Reducer::set_observer(std::shared_ptr<ReducerObserver> observer) {
@@ -226,32 +213,6 @@ bool Reducer::holds_average(const Tensor& grad) const {
   return averaged_ && grad.defined() && std::any_of(buckets_.begin(), buckets_.end(), [&](const Bucket& bucket) {
            return grad.storage() == bucket.buffer.storage();
          });
-}
-
-// Note [Found-inf under DDP]
-// Every rank must skip the same f16 steps, so the loss scaler all-reduces its found-inf flag
-// (dist/dist.cpp registers that with amp/). When every gradient it checked is a DDP average,
-// that all-reduce would only repeat what the average did already: an inf or NaN in any rank's
-// gradient is an inf or NaN in the average, on every rank. PyTorch's scaler relies on that and
-// never communicates. The all-reduce stays where gradients are local: parameters outside DDP,
-// a no_sync step, or a scaler used without DDP. (A DDP parameter that no rank's backward reached
-// keeps an undefined .grad, which the scaler does not check.) The decision must be the same on
-// every rank — a rank that skipped the all-reduce would leave the others waiting in it — so it
-// looks only at what the ranks share: which gradients are bucket views, and whether the last
-// backward was synchronised. A gradient changed on one rank alone after backward is not
-// noticed; the replicas would drift apart from that change anyway.
-bool all_averaged_across_ranks(const TensorList& gradients) {
-  std::vector<std::shared_ptr<const Reducer>> reducers;
-  {
-    std::lock_guard<std::mutex> lock(live_reducers_mutex);
-    for (const auto& weak : live_reducers)
-      if (auto reducer = weak.lock()) reducers.push_back(std::move(reducer));
-  }
-  if (gradients.empty() || reducers.empty()) return false;
-  return std::all_of(gradients.begin(), gradients.end(), [&](const Tensor& grad) {
-    return std::any_of(reducers.begin(), reducers.end(),
-                       [&](const auto& reducer) { return reducer->holds_average(grad); });
-  });
 }
 
 }  // namespace sg::dist

@@ -1,5 +1,5 @@
 #pragma once
-// defines: dist::Reducer, Bucket, ReducerObserver, assign_buckets, all_averaged_across_ranks —
+// defines: dist::Reducer, Bucket, ReducerObserver, assign_buckets —
 //          DDP's gradient machinery: buckets whose slices are the parameters' .grad, the
 //          "gradient ready" hooks, the asynchronous all-reduces that overlap backward, and the
 //          wait for them at the end of backward. docs/ddp.md tells the story.
@@ -88,11 +88,5 @@ private:
   bool averaged_ = false;  // the buckets hold the average of the last synchronised backward
   std::shared_ptr<ReducerObserver> observer_ = std::make_shared<ReducerObserver>();
 };
-
-// Whether every tensor in `gradients` holds an average over all ranks that a live Reducer
-// computed (Reducer::holds_average). The loss scaler's all-reduce of its found-inf flag is
-// redundant then: an inf on any rank is in every rank's average (Note [Found-inf under DDP]).
-// The answer depends only on what every rank shares, so all ranks take the same decision.
-bool all_averaged_across_ranks(const TensorList& gradients);
 
 }  // namespace sg::dist

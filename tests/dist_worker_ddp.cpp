@@ -188,43 +188,46 @@ void rank_dies() {
   }
 }
 
-// Two steps of an f16 loss scaler: the step at which rank 1's gradients overflowed must be
-// skipped on every rank, with the scale halved, and the next one taken everywhere. `loss_of`
-// gives each step's loss on this rank's rows, made so that rank 1's gradients overflow at step 0.
-// `averaged`: whether every gradient is a DDP average, so that the scaler skips its all-reduce.
-void scaler_steps(optim::Optimizer& optimizer, const std::function<Tensor(int step)>& loss_of, bool averaged) {
+// Two steps of the Accelerator's f16 loss scaler: the step at which rank 1's gradients overflowed
+// must be skipped on every rank, with the scale halved, and the next one taken everywhere.
+// `loss_of` gives each step's loss on this rank's rows, made so that rank 1's gradients overflow at
+// step 0. `averaged`: whether every gradient is a DDP average, so that the ranks agree without the
+// scaler's all-reduce (Note [Ranks agree on skipping a step] in amp/grad_scaler.h).
+void scaler_steps(dist::Accelerator& accelerator, optim::Optimizer& optimizer,
+                  const std::function<Tensor(int step)>& loss_of, bool averaged) {
   const int rank = dist::get_rank();
-  amp::GradScaler scaler;
+  accelerator.prepare(optimizer);
   for (int step = 0; step < 2; ++step) {
     optimizer.zero_grad();
-    scaler.scale(loss_of(step)).backward();
+    accelerator.backward(loss_of(step));
     TensorList grads;
     for (const Tensor& p : optimizer.all_params()) grads.push_back(p.grad());
-    SG_CHECK(dist::all_averaged_across_ranks(grads) == averaged, "rank ", rank, " step ", step, ": the gradients are ",
-             averaged ? "not " : "", "all DDP averages");
-    const bool stepped = scaler.step(optimizer);
-    scaler.update();
+    SG_CHECK(accelerator.gradients_averaged_by_ddp(grads) == averaged, "rank ", rank, " step ", step,
+             ": the gradients are ", averaged ? "not " : "", "all DDP averages");
+    const bool stepped = accelerator.step(optimizer);
     SG_CHECK(stepped == (step == 1), "rank ", rank, " step ", step, ": stepped = ", stepped);
   }
+  const amp::GradScaler& scaler = accelerator.scaler();
   SG_CHECK(scaler.get_scale() == 32768.0 && scaler.skipped_steps() == 1, "rank ", rank, ": scale ", scaler.get_scale(),
            ", skipped ", scaler.skipped_steps());
   std::cout << "rank " << rank << ": skipped 1, scale " << scaler.get_scale() << "\n";
 }
 
 // The overflow comes from rank 1's own batch (an inf input at step 0), so DDP's average carries
-// it to every rank and the scaler needs no all-reduce of its own (Note [Found-inf under DDP]).
+// it to every rank and the scaler needs no all-reduce of its own.
 void scaler_agreement() {
   const int rank = dist::get_rank(), world = dist::get_world_size();
-  dist::DistributedDataParallel ddp_model(ddp::make_mlp(1));
-  optim::SGD optimizer(ddp_model.parameters(), {.lr = 0.05});
+  dist::Accelerator accelerator({.mixed_precision = "f16"});
+  const auto ddp_model = accelerator.prepare(ddp::make_mlp(1));
+  optim::SGD optimizer(ddp_model->parameters(), {.lr = 0.05});
   const auto [begin, end] = ddp::shard(rank, world, ddp::kGlobalBatch);
   scaler_steps(
-      optimizer,
+      accelerator, optimizer,
       [&](int step) {
         const auto [x, y] = ddp::batch(step);
         Tensor rows = x.narrow(0, begin, end - begin).clone();
         if (step == 0 && rank == 1) rows.view({-1}).narrow(0, 0, 1).fill_(INFINITY);
-        return nn::functional::mse_loss(ddp_model(rows), y.narrow(0, begin, end - begin));
+        return nn::functional::mse_loss((*ddp_model)(rows), y.narrow(0, begin, end - begin));
       },
       /*averaged=*/true);
 }
@@ -233,17 +236,18 @@ void scaler_agreement() {
 // rank 1 only: the scaler's all-reduce of the found-inf flag makes every rank skip that step.
 void scaler_local_gradient() {
   const int rank = dist::get_rank(), world = dist::get_world_size();
-  dist::DistributedDataParallel ddp_model(ddp::make_mlp(1));
+  dist::Accelerator accelerator({.mixed_precision = "f16"});
+  const auto ddp_model = accelerator.prepare(ddp::make_mlp(1));
   Tensor output_scale = ones({1}).requires_grad_();
-  TensorList params = ddp_model.parameters();
+  TensorList params = ddp_model->parameters();
   params.push_back(output_scale);
   optim::SGD optimizer(params, {.lr = 0.05});
   const auto [begin, end] = ddp::shard(rank, world, ddp::kGlobalBatch);
   scaler_steps(
-      optimizer,
+      accelerator, optimizer,
       [&](int step) {
         const auto [x, y] = ddp::batch(step);
-        const Tensor prediction = ddp_model(x.narrow(0, begin, end - begin));
+        const Tensor prediction = (*ddp_model)(x.narrow(0, begin, end - begin));
         Tensor loss = nn::functional::mse_loss(prediction * output_scale, y.narrow(0, begin, end - begin));
         // d loss / d output_scale is inf on rank 1 at step 0; DDP's gradients stay finite.
         if (step == 0 && rank == 1) loss = loss + output_scale.sum() * 1e38;

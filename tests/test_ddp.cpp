@@ -207,7 +207,7 @@ TEST_CASE("SyncBatchNorm on 2 and 3 ranks equals BatchNorm on the whole batch") 
   }
 }
 
-TEST_CASE("GradScaler under DDP: an overflow on one rank only makes every rank skip the step") {
+TEST_CASE("the Accelerator's f16 scaler under DDP: an overflow on one rank only makes every rank skip the step") {
   // From one rank's batch, carried to all by DDP's average; in a gradient outside DDP, carried by
   // the scaler's all-reduce of its found-inf flag.
   for (const char* scenario : {"scaler", "scaler_local"}) {

@@ -21,12 +21,6 @@ constexpr double kInf = std::numeric_limits<double>::infinity();
 
 Tensor parameter(const std::vector<double>& values) { return tensor(values).to(DType::f32).requires_grad_(); }
 
-// Installs a found-inf reducer for one scope.
-struct ReducerScope {
-  explicit ReducerScope(amp::FoundInfReducer reducer) { amp::set_found_inf_reducer(std::move(reducer)); }
-  ~ReducerScope() { amp::set_found_inf_reducer({}); }
-};
-
 // One iteration with the gradient `grad` (scaled by the caller's choice) on p; returns whether it stepped.
 bool iteration(amp::GradScaler& scaler, optim::Optimizer& optimizer, Tensor& p, double grad) {
   p.set_grad(full(p.sizes(), grad));
@@ -215,20 +209,20 @@ TEST_CASE("load_state_dict and from_json refuse what a scaler cannot hold") {
                        Error);
 }
 
-TEST_CASE("the found-inf reducer makes this rank skip a step another rank overflowed") {
-  // A simulated second rank whose gradients overflowed: the reducer ORs its flag in (an
-  // all-reduce with MAX over two ranks), as the dist layer's reducer does over the process group.
+TEST_CASE("the found-inf agreement makes this rank skip a step another rank overflowed") {
+  // A simulated second rank whose gradients overflowed: the agreement ORs its flag in (an
+  // all-reduce with MAX over two ranks), as dist::Accelerator's does over the process group.
   float other_rank_found_inf = 1.0f;
   int calls = 0;
-  ReducerScope reducer([&](Tensor& found_inf, const TensorList& gradients) {
+  const amp::FoundInfAgreement agreement = [&](Tensor& found_inf, const TensorList& gradients) {
     ++calls;
     CHECK(gradients.size() == 1);  // p's, the one gradient checked
     float& flag = *found_inf.data_ptr<float>();
     flag = std::max(flag, other_rank_found_inf);
-  });
+  };
   Tensor p = parameter({0.5, 1.5});
   optim::Adam adam({p}, {.lr = 0.1});
-  amp::GradScaler scaler;
+  amp::GradScaler scaler({.agree_across_ranks = agreement});
   CHECK_FALSE(iteration(scaler, adam, p, 0.25 * 65536));  // this rank's gradients are finite
   CHECK(calls == 1);
   test::check_close(p, {0.5, 1.5}, 0.0);

@@ -202,23 +202,20 @@ TEST_CASE("Reducer under no_sync: no collective, then the next synchronised back
   for (size_t i = 0; i < 3; ++i) CHECK(test::max_abs_diff(chain.params()[i].grad(), once[i]) < 1e-6);  // (2g) / 2
 }
 
-TEST_CASE("all_averaged_across_ranks: gradients of a synchronised backward, not local ones") {
+TEST_CASE("a reducer holds the average of a synchronised backward, not local gradients") {
   Chain chain;
   test::FakeProcessGroup group(0, 2);
-  CHECK_FALSE(dist::all_averaged_across_ranks({zeros({4})}));  // no reducer at all
   auto reducer = make_reducer(chain.params(), group, 1);
+  CHECK_FALSE(reducer->holds_average(chain.params()[0].grad()));  // no backward yet
   reducer->prepare_for_backward(true);
   chain.loss().backward();
   TensorList grads;
   for (const Tensor& p : chain.params()) grads.push_back(p.grad());
-  CHECK(dist::all_averaged_across_ranks(grads));
-  CHECK_FALSE(dist::all_averaged_across_ranks({grads[0], zeros({4})}));  // one outside the buckets
-  CHECK_FALSE(dist::all_averaged_across_ranks({}));                      // nothing checked: ask the group
-  reducer->prepare_for_backward(false);                                  // a no_sync step: local sums
+  for (const Tensor& grad : grads) CHECK(reducer->holds_average(grad));
+  CHECK_FALSE(reducer->holds_average(zeros({4})));  // a gradient outside the buckets
+  reducer->prepare_for_backward(false);             // a no_sync step: local sums
   chain.loss().backward();
-  CHECK_FALSE(dist::all_averaged_across_ranks(grads));
-  reducer.reset();
-  CHECK_FALSE(dist::all_averaged_across_ranks(grads));  // a dead reducer vouches for nothing
+  for (const Tensor& grad : grads) CHECK_FALSE(reducer->holds_average(grad));
 }
 
 TEST_CASE("ProcessGroup checks the arguments of every backend's collectives before the backend sees them") {

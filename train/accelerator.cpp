@@ -153,7 +153,10 @@ Accelerator::Accelerator() : Accelerator(default_options()) {}
 
 Accelerator::Accelerator(const AcceleratorOptions& options)
     : options_(options),
-      scaler_({.enabled = options_.mixed_precision == "f16"}) {
+      scaler_({.enabled = options_.mixed_precision == "f16",
+               .agree_across_ranks = [this](Tensor& found_inf, const TensorList& gradients) {
+                 agree_on_found_inf(found_inf, gradients);
+               }}) {
   SG_CHECK(options_.mixed_precision == "no" || options_.mixed_precision == "f16" || options_.mixed_precision == "bf16",
            "Accelerator: mixed_precision must be \"no\", \"f16\" or \"bf16\", got \"", options_.mixed_precision, "\"");
   SG_CHECK(options_.gradient_accumulation_steps >= 1,
@@ -185,7 +188,9 @@ std::shared_ptr<nn::Module> Accelerator::prepare(std::shared_ptr<nn::Module> mod
   // and sizes its gradient buckets on the device the parameters are on.
   model->to(device_);
   if (num_processes() == 1) return model;
-  return std::make_shared<DistributedDataParallel>(std::move(model), options_.ddp);
+  auto ddp = std::make_shared<DistributedDataParallel>(std::move(model), options_.ddp);
+  ddp_models_.push_back(ddp);
+  return ddp;
 }
 
 optim::Optimizer& Accelerator::prepare(optim::Optimizer& optimizer) {
@@ -277,6 +282,33 @@ void Accelerator::step(optim::LRScheduler& scheduler) {
 
 void Accelerator::zero_grad(optim::Optimizer& optimizer) {
   if (sync_gradients_) optimizer.zero_grad();
+}
+
+// Every rank must skip the same f16 steps (Note [Ranks agree on skipping a step] in
+// amp/grad_scaler.h). Gradients that DDP averaged carry an overflow everywhere already, and
+// PyTorch's scaler relies on that and never communicates; the all-reduce stays where gradients
+// are local: parameters outside DDP, a step after no_sync. (A DDP parameter that no rank's
+// backward reached keeps an undefined .grad, which the scaler does not check.) The decision must
+// be the same on every rank — a rank that skipped the all-reduce would leave the others waiting in
+// it — so it looks only at what the ranks share: which gradients are bucket views, and whether the
+// last backward was synchronised. A gradient changed on one rank alone after backward is not
+// noticed; the replicas would drift apart from that change anyway.
+bool Accelerator::gradients_averaged_by_ddp(const TensorList& gradients) const {
+  if (gradients.empty()) return false;
+  return std::all_of(gradients.begin(), gradients.end(), [&](const Tensor& grad) {
+    return std::any_of(ddp_models_.begin(), ddp_models_.end(), [&](const auto& weak) {
+      const auto ddp = weak.lock();
+      return ddp != nullptr && ddp->reducer().holds_average(grad);
+    });
+  });
+}
+
+void Accelerator::agree_on_found_inf(Tensor& found_inf, const TensorList& gradients) const {
+  if (num_processes() == 1 || gradients_averaged_by_ddp(gradients)) return;
+  ProcessGroup& group = default_group();
+  Tensor on_group_device = found_inf.to(group.device());  // the same tensor when it is there already
+  group.all_reduce(on_group_device, ReduceOp::MAX)->wait();
+  if (!on_group_device.is_same(found_inf)) found_inf.copy_(on_group_device);
 }
 
 void Accelerator::unscale_gradients() {

@@ -150,6 +150,11 @@ public:
   // Under f16, divides the prepared optimizer's gradients by the loss scale now (once per step;
   // the scaler's step then does not divide again); otherwise nothing.
   void unscale_gradients();
+  // Whether every gradient in `gradients` holds the average over all ranks that a model this
+  // accelerator wrapped in DDP computed in its last, synchronised backward. The ranks then agree
+  // on an overflow without communicating; otherwise the scaler all-reduces its found-inf flag
+  // (Note [Ranks agree on skipping a step] in amp/grad_scaler.h). Every rank gives the same answer.
+  bool gradients_averaged_by_ddp(const TensorList& gradients) const;
   // optim::clip_grad_norm_ / clip_grad_value_ over `params`, on the true gradients (unscaled
   // first); the norm's return is the total norm. Gradients are identical on every rank after
   // backward, so every rank clips alike. An error while !sync_gradients(): the gradients are
@@ -231,6 +236,7 @@ private:
   optim::Metadata load_state_unguarded(const std::string& path, nn::Module& model);
   double loss_weight() const;
   std::vector<Tensor> all_gather_rows(const Tensor& rows);
+  void agree_on_found_inf(Tensor& found_inf, const TensorList& gradients) const;
   void goes_first(bool first, const std::function<void()>& work);
 
   AcceleratorOptions options_;
@@ -240,6 +246,7 @@ private:
   optim::Optimizer* optimizer_ = nullptr;
   optim::LRScheduler* scheduler_ = nullptr;
   LoaderTracker loaders_;  // the prepared loaders and the batch in progress
+  std::vector<std::weak_ptr<const DistributedDataParallel>> ddp_models_;  // what prepare(model) wrapped
   bool sync_gradients_ = true;
   int64_t micro_batches_ = 0;  // accumulate() calls outside a loop, modulo gradient_accumulation_steps
   std::unique_ptr<data::SummaryWriter> tracker_ = std::make_unique<data::SummaryWriter>();
