@@ -24,6 +24,7 @@
 #include <string>
 #include <vector>
 
+#include "core/cpu/conv_kernels.h"  // defines: the oneDNN path, the reference and ConvPass, timed here
 #include "core/kernels/conv.h"
 #include "parse_list.h"
 #include "syncgrad.h"

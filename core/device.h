@@ -35,7 +35,11 @@ inline constexpr bool kCudaBuild = SG_WITH_CUDA;
 //   if (runs_on_cuda(out.device(), "sum")) { if constexpr (kCudaBuild) return cuda::sum(...); }
 //   cpu::sum(...);
 // runs_on_cuda throws when `device` is a GPU this build or this machine cannot use (naming the
-// reason), and otherwise says whether the op runs on the GPU.
+// reason), and otherwise says whether the op runs on the GPU. core/kernels/<area>.h holds the
+// contract; the cpu:: and cuda:: functions are declared in core/cpu/<area>_kernels.h and
+// core/cuda/<area>_kernels.h, included by the entry point's file and by the kernels, not by the
+// layers above. A CPU-only build reads the cuda:: declarations, which the discarded branch names,
+// and never compiles or links a definition.
 bool runs_on_cuda(const Device& device, const char* op_name);
 
 }  // namespace sg

@@ -12,6 +12,7 @@
 #include <tuple>
 #include <vector>
 
+#include "core/cpu/conv_kernels.h"  // defines: the oneDNN path, the reference and ConvPass, compared here
 #include "core/kernels/conv.h"
 #include "helpers.h"
 

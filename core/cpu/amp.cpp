@@ -3,8 +3,8 @@
 #include <atomic>
 
 #include "core/amp_math.h"
+#include "core/cpu/amp_kernels.h"
 #include "core/cpu/operands.h"
-#include "core/kernels/amp.h"
 
 namespace sg::cpu {
 

@@ -22,8 +22,8 @@
 #include <vector>
 
 #include "core/attention_math.h"
+#include "core/cpu/attention_kernels.h"
 #include "core/cpu/blas.h"
-#include "core/kernels/attention.h"
 #include "core/parallel.h"
 #include "core/simd_math.h"
 

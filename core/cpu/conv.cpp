@@ -45,12 +45,11 @@
 #include <functional>
 #include <vector>
 
+#include "core/cpu/conv_kernels.h"
 #include "core/cpu/conv_onednn.h"
+#include "core/cpu/gemm_kernels.h"  // defines: cpu::gemm, which the reference runs on directly
 #include "core/factory.h"
-#include "core/kernels/conv.h"
-#include "core/kernels/gemm.h"
 #include "core/kernels/pointwise.h"
-#include "core/kernels/reduce.h"  // defines: cpu::contiguous_data
 #include "core/parallel.h"
 
 namespace sg::cpu {

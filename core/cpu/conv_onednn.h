@@ -9,7 +9,7 @@
 // inputs of any strides, outputs contiguous.
 #include <string>
 
-#include "core/kernels/conv.h"
+#include "core/cpu/conv_kernels.h"
 
 namespace sg::cpu::onednn {
 

@@ -10,8 +10,8 @@
 #include <vector>
 
 #include "core/cpu/blas.h"
+#include "core/cpu/gemm_kernels.h"
 #include "core/factory.h"
-#include "core/kernels/gemm.h"
 #include "core/kernels/pointwise.h"
 #include "core/parallel.h"
 

@@ -6,8 +6,8 @@
 #include <type_traits>
 #include <vector>
 
+#include "core/cpu/index_kernels.h"
 #include "core/factory.h"
-#include "core/kernels/index.h"
 #include "core/kernels/pointwise.h"
 #include "core/parallel.h"
 

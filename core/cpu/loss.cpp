@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "core/cpu/lane_sum.h"
-#include "core/kernels/loss.h"
+#include "core/cpu/loss_kernels.h"
 #include "core/kernels/pointwise.h"
 #include "core/kernels/reduce.h"
 #include "core/parallel.h"

@@ -5,7 +5,7 @@
 #include <cmath>
 
 #include "core/cpu/lane_sum.h"
-#include "core/kernels/norm.h"
+#include "core/cpu/norm_kernels.h"
 #include "core/kernels/pointwise.h"
 #include "core/kernels/reduce.h"
 #include "core/parallel.h"

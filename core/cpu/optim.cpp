@@ -4,7 +4,7 @@
 #include <utility>
 
 #include "core/cpu/operands.h"
-#include "core/kernels/optim.h"
+#include "core/cpu/optim_kernels.h"
 
 namespace sg::cpu {
 

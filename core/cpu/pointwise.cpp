@@ -6,7 +6,7 @@
 
 #include "core/convert_math.h"
 #include "core/cpu/operands.h"
-#include "core/kernels/pointwise.h"
+#include "core/cpu/pointwise_kernels.h"
 
 namespace sg::cpu {
 

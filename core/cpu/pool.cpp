@@ -8,9 +8,8 @@
 #include <limits>
 #include <vector>
 
+#include "core/cpu/pool_kernels.h"
 #include "core/kernels/pointwise.h"
-#include "core/kernels/pool.h"
-#include "core/kernels/reduce.h"  // defines: cpu::contiguous_data
 #include "core/parallel.h"
 #include "core/pool_math.h"
 

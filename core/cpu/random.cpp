@@ -6,8 +6,8 @@
 #include <vector>
 
 #include "core/cpu/philox_batch.h"
-#include "core/kernels/pointwise.h"
-#include "core/kernels/random.h"
+#include "core/cpu/pointwise_kernels.h"  // defines: cpu::copy, for a fill through a contiguous buffer
+#include "core/cpu/random_kernels.h"
 #include "core/parallel.h"
 
 namespace sg::cpu {

@@ -9,8 +9,8 @@
 #include <type_traits>
 #include <vector>
 
+#include "core/cpu/reduce_kernels.h"
 #include "core/kernels/pointwise.h"
-#include "core/kernels/reduce.h"
 #include "core/parallel.h"
 #include "core/strided_offsets.h"
 

@@ -13,9 +13,9 @@
 #include <limits>
 #include <type_traits>
 
+#include "core/cpu/softmax_kernels.h"
 #include "core/kernels/pointwise.h"
 #include "core/kernels/reduce.h"
-#include "core/kernels/softmax.h"
 #include "core/parallel.h"
 
 namespace sg::cpu {

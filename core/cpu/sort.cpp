@@ -6,8 +6,8 @@
 #include <utility>
 #include <vector>
 
+#include "core/cpu/sort_kernels.h"
 #include "core/kernels/pointwise.h"
-#include "core/kernels/sort.h"
 #include "core/parallel.h"
 #include "core/sort_key.h"
 

@@ -3,8 +3,8 @@
 // CPU kernel). The flag stays on the GPU: a thread that meets a non-finite element writes 1 into
 // found_inf. Several threads may write it, always the same value, and the host never waits for it.
 #include "core/amp_math.h"
+#include "core/cuda/amp_kernels.h"
 #include "core/cuda/elementwise.cuh"
-#include "core/kernels/amp.h"
 
 namespace sg::cuda {
 

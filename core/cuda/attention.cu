@@ -9,10 +9,10 @@
 #include <cmath>
 
 #include "core/attention_math.h"
+#include "core/cuda/attention_kernels.h"
 #include "core/cuda_runtime/check.h"
 #include "core/cuda_runtime/stream.h"
 #include "core/factory.h"
-#include "core/kernels/attention.h"
 #include "core/kernels/pointwise.h"
 
 namespace sg::cuda {

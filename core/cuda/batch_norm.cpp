@@ -20,8 +20,8 @@
 //   batch statistics: dx = invstd * w * dy and the two sums are pointwise kernels and
 //   reductions in the statistics dtype (eval_backward).
 #include "core/cuda/cudnn.h"
+#include "core/cuda/norm_kernels.h"
 #include "core/factory.h"
-#include "core/kernels/norm.h"
 #include "core/kernels/pointwise.h"
 #include "core/kernels/reduce.h"  // defines: kernels::sum
 

@@ -3,10 +3,10 @@
 // heuristics (the _v7 queries) and its workspace taken from the caching allocator.
 #include <array>
 
+#include "core/cuda/conv_kernels.h"
 #include "core/cuda/cudnn.h"
 #include "core/cuda_runtime/runtime.h"
 #include "core/factory.h"
-#include "core/kernels/conv.h"
 #include "core/kernels/pointwise.h"
 
 namespace sg::cuda {

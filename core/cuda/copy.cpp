@@ -2,9 +2,10 @@
 // the bytes of one contiguous block with cudaMemcpy; whatever else the copy asks for (a dtype
 // conversion, broadcasting, a strided destination) is done on one side by an ordinary copy
 // kernel: on the GPU after an upload, on the CPU after a download.
+#include "core/cpu/pointwise_kernels.h"  // defines: cpu::copy, the conversion on the host
+#include "core/cuda/pointwise_kernels.h"
 #include "core/cuda_runtime/check.h"
 #include "core/cuda_runtime/stream.h"
-#include "core/kernels/pointwise.h"
 
 namespace sg::cuda {
 

@@ -10,8 +10,8 @@
 
 #include "core/cuda/block_reduce.cuh"
 #include "core/cuda/launch.cuh"
+#include "core/cuda/loss_kernels.h"
 #include "core/factory.h"
-#include "core/kernels/loss.h"
 #include "core/kernels/pointwise.h"
 #include "core/kernels/reduce.h"
 

@@ -8,10 +8,10 @@
 #include <vector>
 
 #include "core/cuda/cublas.h"
+#include "core/cuda/gemm_kernels.h"
 #include "core/cuda_runtime/runtime.h"
 #include "core/cuda_runtime/stream.h"
 #include "core/factory.h"
-#include "core/kernels/gemm.h"
 #include "core/kernels/pointwise.h"
 
 namespace sg::cuda {

@@ -9,11 +9,11 @@
 #include <climits>
 #include <vector>
 
+#include "core/cuda/index_kernels.h"
 #include "core/cuda/launch.cuh"
 #include "core/cuda_runtime/check.h"
 #include "core/cuda_runtime/stream.h"
 #include "core/factory.h"
-#include "core/kernels/index.h"
 #include "core/kernels/pointwise.h"
 #include "core/strided_offsets.h"
 

@@ -10,8 +10,8 @@
 #include <cmath>
 
 #include "core/cuda/block_reduce.cuh"
+#include "core/cuda/norm_kernels.h"
 #include "core/factory.h"
-#include "core/kernels/norm.h"
 #include "core/kernels/pointwise.h"
 #include "core/kernels/reduce.h"
 

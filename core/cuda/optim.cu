@@ -3,7 +3,7 @@
 // opmath_t — the function the CPU kernel runs — and stores the results. Elements are independent,
 // so the GPU matches the CPU up to the compilers' contraction of multiply-adds into fma.
 #include "core/cuda/elementwise.cuh"
-#include "core/kernels/optim.h"
+#include "core/cuda/optim_kernels.h"
 
 namespace sg::cuda {
 

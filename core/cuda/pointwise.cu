@@ -15,7 +15,7 @@
 
 #include "core/convert_math.h"
 #include "core/cuda/elementwise.cuh"
-#include "core/kernels/pointwise.h"
+#include "core/cuda/pointwise_kernels.h"
 
 namespace sg::cuda {
 

@@ -7,11 +7,11 @@
 #include <cuda_runtime.h>
 
 #include "core/cuda/launch.cuh"
+#include "core/cuda/pool_kernels.h"
 #include "core/cuda_runtime/check.h"
 #include "core/cuda_runtime/stream.h"
 #include "core/factory.h"
 #include "core/kernels/pointwise.h"
-#include "core/kernels/pool.h"
 #include "core/pool_math.h"
 
 namespace sg::cuda {

@@ -6,9 +6,9 @@
 // math::draw_category: the CPU's samples, bit for bit.
 #include "core/cuda/elementwise.cuh"
 #include "core/cuda/launch.cuh"
+#include "core/cuda/random_kernels.h"
 #include "core/factory.h"
 #include "core/kernels/pointwise.h"
-#include "core/kernels/random.h"
 
 namespace sg::cuda {
 

@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "core/cuda/block_reduce.cuh"
-#include "core/kernels/reduce.h"
+#include "core/cuda/reduce_kernels.h"
 #include "core/strided_offsets.h"
 
 namespace sg::cuda {

@@ -7,9 +7,9 @@
 #include <cmath>
 
 #include "core/cuda/block_reduce.cuh"
+#include "core/cuda/softmax_kernels.h"
 #include "core/kernels/pointwise.h"
 #include "core/kernels/reduce.h"
-#include "core/kernels/softmax.h"
 
 namespace sg::cuda {
 

@@ -8,11 +8,11 @@
 #include <algorithm>
 
 #include "core/cuda/launch.cuh"
+#include "core/cuda/sort_kernels.h"
 #include "core/cuda_runtime/check.h"
 #include "core/cuda_runtime/stream.h"
 #include "core/factory.h"
 #include "core/kernels/pointwise.h"
-#include "core/kernels/sort.h"
 #include "core/sort_key.h"
 
 namespace sg::cuda {

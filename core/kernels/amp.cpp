@@ -1,5 +1,8 @@
 #include "core/kernels/amp.h"
 
+#include "core/cpu/amp_kernels.h"
+#include "core/cuda/amp_kernels.h"
+
 // The device dispatch point for the mixed-precision kernels (see core/kernels/pointwise.cpp).
 namespace sg::kernels {
 

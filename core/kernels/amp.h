@@ -11,11 +11,3 @@
 namespace sg::kernels {
 void non_finite_check_and_unscale_(const Tensor& grad, const Tensor& found_inf, double inv_scale);
 }  // namespace sg::kernels
-
-namespace sg::cuda {  // core/cuda/amp.cu
-void non_finite_check_and_unscale_(const Tensor& grad, const Tensor& found_inf, double inv_scale);
-}  // namespace sg::cuda
-
-namespace sg::cpu {
-void non_finite_check_and_unscale_(const Tensor& grad, const Tensor& found_inf, double inv_scale);
-}  // namespace sg::cpu

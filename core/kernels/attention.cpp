@@ -1,5 +1,8 @@
 #include "core/kernels/attention.h"
 
+#include "core/cpu/attention_kernels.h"
+#include "core/cuda/attention_kernels.h"
+
 // The device dispatch point for the fused attention (see core/kernels/pointwise.cpp).
 namespace sg::kernels {
 

@@ -46,20 +46,3 @@ void attention_backward(const Tensor& grad_q, const Tensor& grad_k, const Tensor
 void attention_dropout_keep(const Tensor& keep, const AttentionArgs& args);
 
 }  // namespace sg::kernels
-
-namespace sg::cuda {  // core/cuda/attention.cu
-void attention_forward(const Tensor& out, const Tensor& log_sum_exp, const Tensor& q, const Tensor& k, const Tensor& v,
-                       const AttentionArgs& args);
-void attention_backward(const Tensor& grad_q, const Tensor& grad_k, const Tensor& grad_v, const Tensor& grad_out,
-                        const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out, const Tensor& log_sum_exp,
-                        const AttentionArgs& args);
-}  // namespace sg::cuda
-
-namespace sg::cpu {  // core/cpu/attention.cpp
-void attention_forward(const Tensor& out, const Tensor& log_sum_exp, const Tensor& q, const Tensor& k, const Tensor& v,
-                       const AttentionArgs& args);
-void attention_backward(const Tensor& grad_q, const Tensor& grad_k, const Tensor& grad_v, const Tensor& grad_out,
-                        const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out, const Tensor& log_sum_exp,
-                        const AttentionArgs& args);
-void attention_dropout_keep(const Tensor& keep, const AttentionArgs& args);
-}  // namespace sg::cpu

@@ -1,5 +1,8 @@
 #include "core/kernels/conv.h"
 
+#include "core/cpu/conv_kernels.h"
+#include "core/cuda/conv_kernels.h"
+
 // The device dispatch point for convolution (Note [Kernel dispatch] in core/device.h).
 namespace sg::kernels {
 

@@ -10,8 +10,6 @@
 // Contract: the front (autograd/ops_conv.cpp) has checked the shapes, that every tensor has one
 // floating dtype and one device, and allocated the outputs contiguous. Inputs may have any
 // strides. grad_bias is not a kernel: it is grad_out summed over N, P and Q.
-#include <string>
-
 #include "core/kernels/window.h"
 #include "core/tensor.h"
 
@@ -40,40 +38,3 @@ void conv2d_grad_weight(const Tensor& grad_weight, const Tensor& grad_out, const
                         const Conv2dParams& params);
 
 }  // namespace sg::kernels
-
-namespace sg::cuda {
-// core/cuda/conv.cpp (cuDNN)
-void conv2d(const Tensor& out, const Tensor& input, const Tensor& weight, const Tensor& bias,
-            const Conv2dParams& params);
-void conv2d_grad_input(const Tensor& grad_input, const Tensor& grad_out, const Tensor& weight,
-                       const Conv2dParams& params);
-void conv2d_grad_weight(const Tensor& grad_weight, const Tensor& grad_out, const Tensor& input,
-                        const Conv2dParams& params);
-}  // namespace sg::cuda
-
-namespace sg::cpu {
-// core/cpu/conv.cpp: f32 (and f16 and bf16, computed in f32) on oneDNN where its blocked kernels beat
-// the reference below for the pass and shapes (core/cpu/conv_onednn.cpp), the rest on the reference.
-void conv2d(const Tensor& out, const Tensor& input, const Tensor& weight, const Tensor& bias,
-            const Conv2dParams& params);
-void conv2d_grad_input(const Tensor& grad_input, const Tensor& grad_out, const Tensor& weight,
-                       const Conv2dParams& params);
-void conv2d_grad_weight(const Tensor& grad_weight, const Tensor& grad_out, const Tensor& input,
-                        const Conv2dParams& params);
-
-// The reference, for every floating dtype: im2col + GEMM (Note [Convolution as GEMM] in
-// core/cpu/conv.cpp), short enough to read, and the oracle the oneDNN path is tested against. Its weight
-// gradient sums the images in an order fixed by N alone, so it does not depend on the thread count.
-void conv2d_reference(const Tensor& out, const Tensor& input, const Tensor& weight, const Tensor& bias,
-                      const Conv2dParams& params);
-void conv2d_grad_input_reference(const Tensor& grad_input, const Tensor& grad_out, const Tensor& weight,
-                                 const Conv2dParams& params);
-void conv2d_grad_weight_reference(const Tensor& grad_weight, const Tensor& grad_out, const Tensor& input,
-                                  const Conv2dParams& params);
-
-enum class ConvPass { forward, grad_input, grad_weight };
-// What cpu::conv2d (forward), conv2d_grad_input or conv2d_grad_weight runs for these shapes and dtype
-// at the current thread count, e.g. "oneDNN jit:avx2, reorders input, weight, out" or "im2col + GEMM".
-std::string conv2d_implementation(ConvPass pass, const Shape& input, const Shape& weight, DType dtype,
-                                  const Conv2dParams& params);
-}  // namespace sg::cpu

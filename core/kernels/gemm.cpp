@@ -1,5 +1,8 @@
 #include "core/kernels/gemm.h"
 
+#include "core/cpu/gemm_kernels.h"
+#include "core/cuda/gemm_kernels.h"
+
 // The device dispatch point for the GEMM (Note [Kernel dispatch] in core/device.h).
 namespace sg::kernels {
 

@@ -18,12 +18,3 @@ namespace sg::kernels {
 void gemm(const Tensor& out, const Tensor& a, const Tensor& b, double alpha = 1.0, double beta = 0.0);
 
 }  // namespace sg::kernels
-
-namespace sg::cuda {
-// core/cuda/gemm.cpp (cuBLAS). Floating dtypes only: an integer product is an error, as in PyTorch.
-void gemm(const Tensor& out, const Tensor& a, const Tensor& b, double alpha, double beta);
-}  // namespace sg::cuda
-
-namespace sg::cpu {
-void gemm(const Tensor& out, const Tensor& a, const Tensor& b, double alpha, double beta);
-}  // namespace sg::cpu

@@ -1,5 +1,8 @@
 #include "core/kernels/index.h"
 
+#include "core/cpu/index_kernels.h"
+#include "core/cuda/index_kernels.h"
+
 // The device dispatch point for indexing kernels (see core/kernels/pointwise.cpp).
 namespace sg::kernels {
 

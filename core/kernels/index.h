@@ -59,23 +59,3 @@ void one_hot(const Tensor& out, const Tensor& indices);
 void triangle(const Tensor& out, const Tensor& x, int64_t diagonal, bool lower);
 
 }  // namespace sg::kernels
-
-namespace sg::cuda {  // core/cuda/index.cu
-std::pair<int64_t, int64_t> index_range(const Tensor& index);
-void index_select(const Tensor& out, const Tensor& x, int64_t dim, const Tensor& index);
-void index_add(const Tensor& dst, int64_t dim, const Tensor& index, const Tensor& src);
-void gather(const Tensor& out, const Tensor& x, int64_t dim, const Tensor& index);
-void scatter_add(const Tensor& dst, int64_t dim, const Tensor& index, const Tensor& src);
-void one_hot(const Tensor& out, const Tensor& indices);
-void triangle(const Tensor& out, const Tensor& x, int64_t diagonal, bool lower);
-}  // namespace sg::cuda
-
-namespace sg::cpu {
-std::pair<int64_t, int64_t> index_range(const Tensor& index);
-void index_select(const Tensor& out, const Tensor& x, int64_t dim, const Tensor& index);
-void index_add(const Tensor& dst, int64_t dim, const Tensor& index, const Tensor& src);
-void gather(const Tensor& out, const Tensor& x, int64_t dim, const Tensor& index);
-void scatter_add(const Tensor& dst, int64_t dim, const Tensor& index, const Tensor& src);
-void one_hot(const Tensor& out, const Tensor& indices);
-void triangle(const Tensor& out, const Tensor& x, int64_t diagonal, bool lower);
-}  // namespace sg::cpu

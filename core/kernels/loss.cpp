@@ -1,5 +1,8 @@
 #include "core/kernels/loss.h"
 
+#include "core/cpu/loss_kernels.h"
+#include "core/cuda/loss_kernels.h"
+
 // The device dispatch point for the loss kernels (see core/kernels/pointwise.cpp).
 namespace sg::kernels {
 

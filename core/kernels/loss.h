@@ -49,19 +49,3 @@ void cross_entropy_backward(const Tensor& grad_input, const Tensor& grad_output,
                             const CrossEntropyArgs& args);
 
 }  // namespace sg::kernels
-
-namespace sg::cuda {
-void cross_entropy(const Tensor& out, const Tensor& log_sum_exp, const Tensor& total_weight, const Tensor& input,
-                   const Tensor& target, const kernels::CrossEntropyArgs& args);
-void cross_entropy_backward(const Tensor& grad_input, const Tensor& grad_output, const Tensor& log_sum_exp,
-                            const Tensor& total_weight, const Tensor& input, const Tensor& target,
-                            const kernels::CrossEntropyArgs& args);
-}  // namespace sg::cuda
-
-namespace sg::cpu {
-void cross_entropy(const Tensor& out, const Tensor& log_sum_exp, const Tensor& total_weight, const Tensor& input,
-                   const Tensor& target, const kernels::CrossEntropyArgs& args);
-void cross_entropy_backward(const Tensor& grad_input, const Tensor& grad_output, const Tensor& log_sum_exp,
-                            const Tensor& total_weight, const Tensor& input, const Tensor& target,
-                            const kernels::CrossEntropyArgs& args);
-}  // namespace sg::cpu

@@ -1,5 +1,8 @@
 #include "core/kernels/norm.h"
 
+#include "core/cpu/norm_kernels.h"
+#include "core/cuda/norm_kernels.h"
+
 // The device dispatch point for the normalisation kernels (see core/kernels/pointwise.cpp).
 namespace sg::kernels {
 

@@ -1,5 +1,8 @@
 #include "core/kernels/optim.h"
 
+#include "core/cpu/optim_kernels.h"
+#include "core/cuda/optim_kernels.h"
+
 // The device dispatch point for the optimizer kernels (see core/kernels/pointwise.cpp).
 namespace sg::kernels {
 

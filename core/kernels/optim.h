@@ -15,15 +15,3 @@ void adam_step(const Tensor& param, const Tensor& grad, const Tensor& exp_avg, c
                const Tensor& max_exp_avg_sq, const AdamStep& step);
 void sgd_step(const Tensor& param, const Tensor& grad, const Tensor& momentum_buffer, const SGDStep& step);
 }  // namespace sg::kernels
-
-namespace sg::cuda {  // core/cuda/optim.cu
-void adam_step(const Tensor& param, const Tensor& grad, const Tensor& exp_avg, const Tensor& exp_avg_sq,
-               const Tensor& max_exp_avg_sq, const AdamStep& step);
-void sgd_step(const Tensor& param, const Tensor& grad, const Tensor& momentum_buffer, const SGDStep& step);
-}  // namespace sg::cuda
-
-namespace sg::cpu {
-void adam_step(const Tensor& param, const Tensor& grad, const Tensor& exp_avg, const Tensor& exp_avg_sq,
-               const Tensor& max_exp_avg_sq, const AdamStep& step);
-void sgd_step(const Tensor& param, const Tensor& grad, const Tensor& momentum_buffer, const SGDStep& step);
-}  // namespace sg::cpu

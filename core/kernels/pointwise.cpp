@@ -1,5 +1,8 @@
 #include "core/kernels/pointwise.h"
 
+#include "core/cpu/pointwise_kernels.h"
+#include "core/cuda/pointwise_kernels.h"
+
 // The device dispatch point for pointwise kernels (Note [Kernel dispatch] in core/device.h).
 namespace sg::kernels {
 

@@ -1,5 +1,8 @@
 #include "core/kernels/pool.h"
 
+#include "core/cpu/pool_kernels.h"
+#include "core/cuda/pool_kernels.h"
+
 // The device dispatch point for pooling (see core/kernels/pointwise.cpp).
 namespace sg::kernels {
 

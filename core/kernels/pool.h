@@ -47,25 +47,3 @@ void adaptive_avg_pool2d(const Tensor& out, const Tensor& input);
 void adaptive_avg_pool2d_backward(const Tensor& grad_input, const Tensor& grad_out);
 
 }  // namespace sg::kernels
-
-namespace sg::cuda {  // core/cuda/pool.cu
-void max_pool2d(const Tensor& out, const Tensor& indices, const Tensor& input, const Pool2dWindow& window);
-void max_pool2d_backward(const Tensor& grad_input, const Tensor& grad_out, const Tensor& indices);
-void avg_pool2d(const Tensor& out, const Tensor& input, const Pool2dWindow& window, bool count_include_pad,
-                std::optional<int64_t> divisor_override);
-void avg_pool2d_backward(const Tensor& grad_input, const Tensor& grad_out, const Pool2dWindow& window,
-                         bool count_include_pad, std::optional<int64_t> divisor_override);
-void adaptive_avg_pool2d(const Tensor& out, const Tensor& input);
-void adaptive_avg_pool2d_backward(const Tensor& grad_input, const Tensor& grad_out);
-}  // namespace sg::cuda
-
-namespace sg::cpu {
-void max_pool2d(const Tensor& out, const Tensor& indices, const Tensor& input, const Pool2dWindow& window);
-void max_pool2d_backward(const Tensor& grad_input, const Tensor& grad_out, const Tensor& indices);
-void avg_pool2d(const Tensor& out, const Tensor& input, const Pool2dWindow& window, bool count_include_pad,
-                std::optional<int64_t> divisor_override);
-void avg_pool2d_backward(const Tensor& grad_input, const Tensor& grad_out, const Pool2dWindow& window,
-                         bool count_include_pad, std::optional<int64_t> divisor_override);
-void adaptive_avg_pool2d(const Tensor& out, const Tensor& input);
-void adaptive_avg_pool2d_backward(const Tensor& grad_input, const Tensor& grad_out);
-}  // namespace sg::cpu

@@ -1,6 +1,9 @@
+#include "core/kernels/random.h"
+
 #include <cmath>
 
-#include "core/kernels/random.h"
+#include "core/cpu/random_kernels.h"
+#include "core/cuda/random_kernels.h"
 
 // The device dispatch point for the random fills (see core/kernels/pointwise.cpp): each op turns
 // its arguments into a RandomDraw, reserves its Philox blocks on the host generator and fills on

@@ -5,9 +5,10 @@
 // Element i of a fill always draws from Philox block (first + i / 2), so the values depend on
 // the seed and the element index only — not on the thread count or the device (Note [Random
 // numbers are the same on every device], core/philox.h). The generator stays on the host: the
-// entry point reserves the fill's blocks there and hands (seed, first) to the device's loop.
+// entry point reserves the fill's blocks there and hands (seed, first) to the device's loop,
+// random_fill, which sets element i (row-major) of t, any strides and dtype, to
+// math::draw(draw, i % 2, philox4x32_10(seed, first + i / 2)) converted to t's dtype.
 #include "core/generator.h"
-#include "core/philox.h"
 #include "core/tensor.h"
 
 namespace sg::kernels {
@@ -25,15 +26,3 @@ void bernoulli_(const Tensor& t, double p, Generator& generator);  // 1 with pro
 void multinomial_with_replacement(const Tensor& out, const Tensor& probs, Generator& generator);
 
 }  // namespace sg::kernels
-
-// Sets element i (row-major) of t, any strides and dtype, to math::draw(draw, i % 2,
-// philox4x32_10(seed, first + i / 2)) converted to t's dtype.
-namespace sg::cpu {
-void random_fill(const Tensor& t, uint64_t seed, uint64_t first, const RandomDraw& draw, const char* op_name);
-void multinomial_with_replacement(const Tensor& out, const Tensor& probs, uint64_t seed, uint64_t first);
-}  // namespace sg::cpu
-
-namespace sg::cuda {  // core/cuda/random.cu
-void random_fill(const Tensor& t, uint64_t seed, uint64_t first, const RandomDraw& draw, const char* op_name);
-void multinomial_with_replacement(const Tensor& out, const Tensor& probs, uint64_t seed, uint64_t first);
-}  // namespace sg::cuda

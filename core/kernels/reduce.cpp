@@ -1,5 +1,8 @@
 #include "core/kernels/reduce.h"
 
+#include "core/cpu/reduce_kernels.h"
+#include "core/cuda/reduce_kernels.h"
+
 // The device dispatch point for reductions (see core/kernels/pointwise.cpp).
 namespace sg::kernels {
 

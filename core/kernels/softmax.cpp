@@ -1,5 +1,8 @@
 #include "core/kernels/softmax.h"
 
+#include "core/cpu/softmax_kernels.h"
+#include "core/cuda/softmax_kernels.h"
+
 // The device dispatch point for softmax (see core/kernels/pointwise.cpp).
 namespace sg::kernels {
 

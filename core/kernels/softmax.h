@@ -27,13 +27,3 @@ void softmax(SoftmaxKind kind, const Tensor& out, const Tensor& in, int64_t dim)
 void softmax_backward(SoftmaxKind kind, const Tensor& grad_in, const Tensor& grad_out, const Tensor& out, int64_t dim);
 
 }  // namespace sg::kernels
-
-namespace sg::cuda {
-void softmax(SoftmaxKind kind, const Tensor& out, const Tensor& in, int64_t dim);
-void softmax_backward(SoftmaxKind kind, const Tensor& grad_in, const Tensor& grad_out, const Tensor& out, int64_t dim);
-}  // namespace sg::cuda
-
-namespace sg::cpu {
-void softmax(SoftmaxKind kind, const Tensor& out, const Tensor& in, int64_t dim);
-void softmax_backward(SoftmaxKind kind, const Tensor& grad_in, const Tensor& grad_out, const Tensor& out, int64_t dim);
-}  // namespace sg::cpu

@@ -1,5 +1,8 @@
 #include "core/kernels/sort.h"
 
+#include "core/cpu/sort_kernels.h"
+#include "core/cuda/sort_kernels.h"
+
 // The device dispatch point for the sorting kernel (see core/kernels/pointwise.cpp).
 namespace sg::kernels {
 

@@ -13,11 +13,3 @@
 namespace sg::kernels {
 void sorted_positions(const Tensor& positions, const Tensor& x, bool descending);
 }  // namespace sg::kernels
-
-namespace sg::cuda {  // core/cuda/sort.cu
-void sorted_positions(const Tensor& positions, const Tensor& x, bool descending);
-}  // namespace sg::cuda
-
-namespace sg::cpu {  // core/cpu/sort.cpp
-void sorted_positions(const Tensor& positions, const Tensor& x, bool descending);
-}  // namespace sg::cpu

@@ -1,0 +1,17 @@
+#pragma once
+// defines: the CPU indexing kernels — cpu::index_range, index_select, index_add, gather, scatter_add, one_hot,
+//          triangle (core/cpu/index.cpp).
+// The CPU half of core/kernels/index.h, which holds the contract: for its dispatch and the kernels only.
+#include <utility>
+
+#include "core/kernels/index.h"
+
+namespace sg::cpu {
+std::pair<int64_t, int64_t> index_range(const Tensor& index);
+void index_select(const Tensor& out, const Tensor& x, int64_t dim, const Tensor& index);
+void index_add(const Tensor& dst, int64_t dim, const Tensor& index, const Tensor& src);
+void gather(const Tensor& out, const Tensor& x, int64_t dim, const Tensor& index);
+void scatter_add(const Tensor& dst, int64_t dim, const Tensor& index, const Tensor& src);
+void one_hot(const Tensor& out, const Tensor& indices);
+void triangle(const Tensor& out, const Tensor& x, int64_t diagonal, bool lower);
+}  // namespace sg::cpu

@@ -1,0 +1,12 @@
+#pragma once
+// defines: cuda::attention_forward, cuda::attention_backward (core/cuda/attention.cu).
+// The CUDA half of core/kernels/attention.h, which holds the contract: for its dispatch and the kernels only.
+#include "core/kernels/attention.h"
+
+namespace sg::cuda {
+void attention_forward(const Tensor& out, const Tensor& log_sum_exp, const Tensor& q, const Tensor& k, const Tensor& v,
+                       const AttentionArgs& args);
+void attention_backward(const Tensor& grad_q, const Tensor& grad_k, const Tensor& grad_v, const Tensor& grad_out,
+                        const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out, const Tensor& log_sum_exp,
+                        const AttentionArgs& args);
+}  // namespace sg::cuda
