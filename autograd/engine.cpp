@@ -25,10 +25,8 @@ namespace {
 
 struct ReadyOrder {
   bool operator()(const Node* a, const Node* b) const {
-    const bool a_sink = dynamic_cast<const AccumulateGrad*>(a) != nullptr;
-    const bool b_sink = dynamic_cast<const AccumulateGrad*>(b) != nullptr;
-    if (a_sink != b_sink) return b_sink;                 // sinks first
-    return a->sequence_number() < b->sequence_number();  // then the newest
+    if (a->is_sink() != b->is_sink()) return b->is_sink();  // sinks first
+    return a->sequence_number() < b->sequence_number();     // then the newest
   }
 };
 

@@ -34,6 +34,9 @@ public:
   virtual TensorList apply(Tensor grad_output);
   // Frees saved tensors (called after backward unless retain_graph).
   virtual void release();
+  // Whether this node is a leaf's sink (AccumulateGrad): the engine runs ready sinks before
+  // anything else, so a leaf's gradient hooks (DDP's bucket_ready) fire as early as possible.
+  virtual bool is_sink() const { return false; }
   bool released() const { return backward_ == nullptr; }
   void add_pre_hook(TensorHook hook) { pre_hooks_.push_back(std::move(hook)); }
 
@@ -55,6 +58,7 @@ public:
   explicit AccumulateGrad(std::shared_ptr<TensorImpl> leaf);
   TensorList apply(Tensor grad_output) override;
   void release() override {}  // holds nothing a second backward could miss
+  bool is_sink() const override { return true; }
 
 private:
   std::shared_ptr<TensorImpl> leaf_;

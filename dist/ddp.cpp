@@ -115,6 +115,8 @@ void DistributedDataParallel::end_forward(const TensorList& outputs) {
       if (!reducer || *backward_started) return Tensor();
       *backward_started = true;
       reducer->mark_backward_start();
+      // Queued before any gradient is ready, so this end-of-backward callback runs first, before
+      // the reducer's finalize (queued by the first ready gradient; callbacks run in queue order).
       autograd::queue_callback([this, alive] {
         if (!alive.expired()) buffer_broadcast_.finish();
       });

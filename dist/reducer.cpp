@@ -159,42 +159,26 @@ void Reducer::launch_ready_buckets() {
   }
 }
 
+// Runs after backward's last node, and after DDP's own end-of-backward callback (the buffer
+// broadcast's finish, queued when backward reached the model's output, before any gradient was
+// ready: callbacks run in the order they were queued).
 void Reducer::finalize() {
   expecting_backward_ = false;
   observer_->backward_finished();
   NoGradGuard no_grad;
-
-  std::vector<size_t> unused;
+  std::vector<size_t> unused;  // parameters that got no gradient in this backward
   for (size_t p = 0; p < params_.size(); ++p)
     if (!ready_[p]) unused.push_back(p);
-  if (!unused.empty()) take_part_without_gradients(unused);
-
-  // Which parameters hold a gradient on some rank: one that holds none anywhere keeps its .grad
-  // undefined (so the optimizer skips it), as in PyTorch; the others take the average.
-  Tensor held_anywhere;
-  if (find_unused_parameters_) {
-    Tensor held_here = empty({static_cast<int64_t>(params_.size())}, {DType::i32});
-    for (size_t p = 0; p < params_.size(); ++p) held_here.data_ptr<int32_t>()[p] = params_[p].grad().defined();
-    held_anywhere = held_here.to(group_.device());
-    group_.all_reduce(held_anywhere, ReduceOp::MAX)->wait();  // after the buckets: same order on every rank
-    held_anywhere = held_anywhere.to(Device::cpu());          // read on the host below
-  }
-
-  for (Bucket& bucket : buckets_) bucket.work->wait();
-  for (size_t p : unused)
-    if (!params_[p].grad().defined() && held_anywhere.data_ptr<int32_t>()[p] != 0)
-      params_[p].set_grad(buckets_[bucket_of_[p]].views[slot_of_[p]]);
-
+  if (find_unused_parameters_) finish_with_unused_parameters(unused);
+  else finish_with_every_parameter_used(unused);
   averaged_ = true;
   observer_->gradients_averaged(buckets_);
 }
 
-// Parameters that got no gradient in this backward. Without find_unused_parameters that is an
-// error: their bucket would never fill, and the other ranks would wait for a collective that
-// never comes, so name them. With it, each still takes part — every rank must send every
-// bucket — with the .grad it holds (accumulated under no_sync, say) or with zeros.
-void Reducer::take_part_without_gradients(const std::vector<size_t>& unused) {
-  if (!find_unused_parameters_) {
+// Without find_unused_parameters a parameter without a gradient is an error: its bucket would
+// never fill, and the other ranks would wait for a collective that never comes, so name them.
+void Reducer::finish_with_every_parameter_used(const std::vector<size_t>& unused) {
+  if (!unused.empty()) {
     std::ostringstream names;
     for (size_t i = 0; i < unused.size(); ++i) names << (i ? ", " : "") << "'" << names_[unused[i]] << "'";
     SG_CHECK(false, "DistributedDataParallel (rank ", group_.rank(), "): ", unused.size(),
@@ -202,11 +186,28 @@ void Reducer::take_part_without_gradients(const std::vector<size_t>& unused) {
              ". If the forward does not use them every step, construct DDP with find_unused_parameters = true; "
              "otherwise make sure the loss depends on them.");
   }
+  for (Bucket& bucket : buckets_) bucket.work->wait();
+}
+
+// With find_unused_parameters each parameter without a gradient still takes part — every rank
+// must send every bucket — with the .grad it holds (accumulated under no_sync, say) or with
+// zeros. Afterwards it takes the average as .grad only if some rank held a gradient for it: one
+// that holds none anywhere keeps its .grad undefined (so the optimizer skips it), as in PyTorch.
+void Reducer::finish_with_unused_parameters(const std::vector<size_t>& unused) {
   for (size_t p : unused) {
     if (params_[p].grad().defined()) point_grad_at_bucket(p);
     else buckets_[bucket_of_[p]].views[slot_of_[p]].zero_();
     slot_filled(bucket_of_[p]);
   }
+  Tensor held_here = empty({static_cast<int64_t>(params_.size())}, {DType::i32});
+  for (size_t p = 0; p < params_.size(); ++p) held_here.data_ptr<int32_t>()[p] = params_[p].grad().defined();
+  Tensor held_anywhere = held_here.to(group_.device());
+  group_.all_reduce(held_anywhere, ReduceOp::MAX)->wait();  // after the buckets: same order on every rank
+  held_anywhere = held_anywhere.to(Device::cpu());          // read on the host below
+  for (Bucket& bucket : buckets_) bucket.work->wait();
+  for (size_t p : unused)
+    if (!params_[p].grad().defined() && held_anywhere.data_ptr<int32_t>()[p] != 0)
+      params_[p].set_grad(buckets_[bucket_of_[p]].views[slot_of_[p]]);
 }
 
 bool Reducer::holds_average(const Tensor& grad) const {

@@ -71,7 +71,8 @@ private:
   void slot_filled(size_t bucket);
   void launch_ready_buckets();
   void finalize();  // queued at the end of backward
-  void take_part_without_gradients(const std::vector<size_t>& unused);
+  void finish_with_every_parameter_used(const std::vector<size_t>& unused);
+  void finish_with_unused_parameters(const std::vector<size_t>& unused);
 
   TensorList params_;
   std::vector<std::string> names_;
