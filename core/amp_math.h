@@ -1,6 +1,6 @@
 #pragma once
 // defines: math::unscale_element — the per-element math of GradScaler::unscale_, shared by the
-//          CPU kernel and (later) the CUDA kernel.
+//          CPU and the CUDA kernel.
 #include <cmath>
 
 #include "core/pointwise_math.h"  // defines: SG_HOST_DEVICE

@@ -104,11 +104,6 @@ struct Half {
   Half() = default;
   SG_HOST_DEVICE Half(float f) : bits(float_to_half_bits(f)) {}  // NOLINT: implicit like a builtin float type
   SG_HOST_DEVICE operator float() const { return half_bits_to_float(bits); }
-  SG_HOST_DEVICE static Half from_bits(uint16_t b) {
-    Half h;
-    h.bits = b;
-    return h;
-  }
 };
 
 struct BFloat16 {
@@ -116,11 +111,6 @@ struct BFloat16 {
   BFloat16() = default;
   SG_HOST_DEVICE BFloat16(float f) : bits(float_to_bfloat16_bits(f)) {}  // NOLINT: implicit on purpose
   SG_HOST_DEVICE operator float() const { return bfloat16_bits_to_float(bits); }
-  SG_HOST_DEVICE static BFloat16 from_bits(uint16_t b) {
-    BFloat16 h;
-    h.bits = b;
-    return h;
-  }
 };
 
 }  // namespace sg

@@ -1,6 +1,6 @@
 #pragma once
 // defines: AdamStep, SGDStep (the hyperparameters of one optimizer step, as core sees them) and
-//          the per-element update math shared by the CPU kernels and (later) the CUDA kernels.
+//          the per-element update math shared by the CPU and the CUDA kernels.
 //
 // Note [Optimizer updates follow PyTorch's single-tensor code]
 // Each formula below is PyTorch 2.x's `_single_tensor_adam` / `_single_tensor_sgd`

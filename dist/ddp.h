@@ -65,7 +65,6 @@ public:
   }
 
   nn::Module& module() const { return *module_; }
-  const std::shared_ptr<nn::Module>& module_ptr() const { return module_; }
   const Reducer& reducer() const { return *reducer_; }
   // Timings of the last synchronised backward (bench/ reports them against the backward time).
   const StepTimes& last_step_times() const { return timeline_->last_step_times(); }

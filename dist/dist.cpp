@@ -2,7 +2,6 @@
 
 #include <csignal>
 #include <cstdio>
-#include <cstdlib>
 #include <memory>
 #include <sstream>
 #include <thread>
@@ -101,7 +100,7 @@ void init_process_group(InitOptions options) {
   SG_CHECK(options.timeout.count() > 0 && options.timeout <= std::chrono::duration<double>(kMaxTimeoutSeconds),
            "init_process_group: the timeout of ", options.timeout.count(), " ms is not in (0, ", kMaxTimeoutSeconds,
            " s] (at most one week)");
-  if (const char* debug = std::getenv("SG_DIST_DEBUG")) options.debug = options.debug || std::string(debug) == "1";
+  options.debug = options.debug || debug_from_environment();
   if (nccl) select_gpu(env.local_rank);
   std::signal(SIGPIPE, SIG_IGN);  // Gloo writes without MSG_NOSIGNAL: a dead peer must be an error, not a signal
 

@@ -197,4 +197,18 @@ std::optional<std::chrono::milliseconds> timeout_from_environment(const EnvLooku
   return std::chrono::milliseconds(static_cast<int64_t>(std::ceil(seconds * 1000)));  // at least 1 ms
 }
 
+bool debug_from_environment(const EnvLookup& lookup) { return or_getenv(lookup)("SG_DIST_DEBUG") == "1"; }
+
+std::string store_token_from_environment(const EnvLookup& lookup) {
+  return or_getenv(lookup)("SG_STORE_TOKEN").value_or("");
+}
+
+bool shared_memory_all_reduce_from_environment(const EnvLookup& lookup) {
+  return or_getenv(lookup)("SG_SHM_ALLREDUCE") != "0";
+}
+
+std::optional<std::string> gloo_interface_from_environment(const EnvLookup& lookup) {
+  return or_getenv(lookup)("GLOO_SOCKET_IFNAME");
+}
+
 }  // namespace sg::dist

@@ -1,8 +1,9 @@
 #pragma once
 // defines: LaunchEnvironment, launch_environment — where this process sits in a distributed run,
 //          read from the variables a launcher sets: torchrun / sgrun, Slurm, or Open MPI;
-//          timeout_from_environment — SG_DIST_TIMEOUT; loopback_master_warning — a MASTER_ADDR
-//          that other machines cannot reach.
+//          timeout_from_environment — SG_DIST_TIMEOUT; the other switches (SG_DIST_DEBUG,
+//          SG_STORE_TOKEN, SG_SHM_ALLREDUCE, GLOO_SOCKET_IFNAME); loopback_master_warning — a
+//          MASTER_ADDR that other machines cannot reach. The one place dist/ reads the environment.
 #include <chrono>
 #include <functional>
 #include <optional>
@@ -53,5 +54,15 @@ constexpr double kMaxTimeoutSeconds = 7 * 24 * 3600;
 // collective; nullopt when it is not set. Throws naming the variable unless the whole value is a
 // finite number in (0, kMaxTimeoutSeconds]; "inf", "nan", "1e10", "10s" are refused.
 std::optional<std::chrono::milliseconds> timeout_from_environment(const EnvLookup& lookup = {});
+
+// SG_DIST_DEBUG=1: every collective first compares a fingerprint across the ranks (docs/distributed.md).
+bool debug_from_environment(const EnvLookup& lookup = {});
+// SG_STORE_TOKEN: the secret every client of the job's TCP store presents; empty when unset.
+std::string store_token_from_environment(const EnvLookup& lookup = {});
+// SG_SHM_ALLREDUCE=0 keeps all_reduce on Gloo even when every rank is on one machine; any other
+// value, or none, lets it go through shared memory.
+bool shared_memory_all_reduce_from_environment(const EnvLookup& lookup = {});
+// GLOO_SOCKET_IFNAME: the network interface Gloo listens on (PyTorch's name); nullopt when unset.
+std::optional<std::string> gloo_interface_from_environment(const EnvLookup& lookup = {});
 
 }  // namespace sg::dist

@@ -26,7 +26,6 @@ public:
   CoalescedBroadcast& operator=(CoalescedBroadcast&& other);
   ~CoalescedBroadcast();  // waits (the bytes must outlive the collective), never throws
 
-  bool in_flight() const { return work_ != nullptr; }
   void finish();  // no-op when nothing is in flight; rethrows the collective's error
 
 private:

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <cstdlib>
 #include <cstring>
 #include <sstream>
 #include <thread>
@@ -15,9 +14,11 @@
 #include <gloo/reduce.h>
 #include <gloo/rendezvous/context.h>
 #include <gloo/rendezvous/prefix_store.h>
+#include <gloo/rendezvous/store.h>
 #include <gloo/scatter.h>
 #include <gloo/transport/tcp/device.h>
 
+#include "dist/environment.h"
 #include "dist/shm_all_reduce.h"
 #include "dist/tcp_store.h"
 
@@ -68,6 +69,23 @@ void divide_in_place(T* data, int64_t n, int divisor) {
 uint8_t* bytes_of(const Tensor& t) { return static_cast<uint8_t*>(t.raw_data()); }
 size_t nbytes_of(const Tensor& t) { return static_cast<size_t>(t.numel()) * t.element_size(); }
 
+// Gloo's rendezvous reads and writes the ranks' addresses through its own Store interface; the
+// job's TcpStore answers it. (TcpStore does not derive from Gloo's interface, so no header of ours
+// brings Gloo's with it: Gloo is a private dependency of the library.)
+class GlooStore final : public gloo::rendezvous::Store {
+public:
+  explicit GlooStore(TcpStore& store) : store_(store) {}
+  void set(const std::string& key, const std::vector<char>& data) override { store_.set(key, data); }
+  std::vector<char> get(const std::string& key) override { return store_.get(key); }
+  void wait(const std::vector<std::string>& keys) override { store_.wait(keys); }
+  void wait(const std::vector<std::string>& keys, const std::chrono::milliseconds& timeout) override {
+    store_.wait(keys, timeout);
+  }
+
+private:
+  TcpStore& store_;
+};
+
 // Note [The address Gloo binds]
 // Each rank's Gloo pairs listen on one address that every other rank must reach. The machine's
 // name is no good: Debian maps it to 127.0.1.1 in /etc/hosts, so ranks on other machines would be
@@ -77,7 +95,7 @@ size_t nbytes_of(const Tensor& t) { return static_cast<size_t>(t.numel()) * t.el
 // by name, as with PyTorch.
 std::shared_ptr<gloo::transport::Device> make_device(const TcpStore& store) {
   gloo::transport::tcp::attr attr;
-  if (const char* iface = std::getenv("GLOO_SOCKET_IFNAME")) attr.iface = iface;
+  if (const auto iface = gloo_interface_from_environment()) attr.iface = *iface;
   else attr.hostname = store.local_address();
   return gloo::transport::tcp::CreateDevice(attr);
 }
@@ -127,7 +145,8 @@ ProcessGroupGloo::ProcessGroupGloo(std::shared_ptr<TcpStore> store, int rank, in
   // Before connecting: Gloo's pairs keep the timeout they were connected with (its old-style
   // algorithms read the pair's, frozen at connectFullMesh).
   context->setTimeout(timeout);
-  gloo::rendezvous::PrefixStore prefixed("gloo", *store_);
+  GlooStore gloo_store(*store_);
+  gloo::rendezvous::PrefixStore prefixed("gloo", gloo_store);
   auto device = make_device(*store_);
   try {
     context->connectFullMesh(prefixed, device);
@@ -137,10 +156,9 @@ ProcessGroupGloo::ProcessGroupGloo(std::shared_ptr<TcpStore> store, int rank, in
   }
   context_ = context;
   if (size > 1) {
-    const char* setting = std::getenv("SG_SHM_ALLREDUCE");
     SharedMemoryAllReduce::Unavailable why_not;
     shared_memory_ =
-        SharedMemoryAllReduce::connect(*store_, rank, size, !(setting && std::string(setting) == "0"), why_not);
+        SharedMemoryAllReduce::connect(*store_, rank, size, shared_memory_all_reduce_from_environment(), why_not);
     if (rank == 0 && why_not.is_failure)
       std::fprintf(stderr, "ProcessGroupGloo: all_reduce goes through Gloo's TCP: no shared memory (%s)\n",
                    why_not.reason.c_str());

@@ -11,7 +11,6 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <cstdlib>
 #include <cstring>
 #include <thread>
 
@@ -75,11 +74,6 @@ std::string TcpStore::local_address() const {
                              NI_NUMERICHOST) == 0,
            "TcpStore: cannot tell this end's address of the connection to ", address_, ": ", std::strerror(errno));
   return host;
-}
-
-std::string store_token_from_environment() {
-  const char* token = std::getenv("SG_STORE_TOKEN");
-  return token ? token : "";
 }
 
 TcpStore::TcpStore(const std::string& host, int port, bool host_server, std::chrono::milliseconds timeout,

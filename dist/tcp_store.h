@@ -1,9 +1,10 @@
 #pragma once
 // defines: dist::TcpStore — the small key-value store the ranks meet at (rendezvous). Rank 0
 //          hosts it on MASTER_ADDR:MASTER_PORT; every rank (rank 0 too) is a client. Gloo uses it
-//          to exchange the ranks' addresses when it connects them (gloo::rendezvous::Store), and
-//          we use it to count arrivals and to tell, after a failure, how far each rank got and
-//          which ranks are gone. dist::TcpStoreLimits — what the server accepts from a client.
+//          to exchange the ranks' addresses when it connects them (through an adapter to its
+//          rendezvous Store in dist/process_group_gloo.cpp), and we use it to count arrivals and to tell, after a
+//          failure, how far each rank got and which ranks are gone. dist::TcpStoreLimits — what the server accepts from
+//          a client.
 //
 // Note [The store faces the network]
 // Anyone who reaches MASTER_ADDR:MASTER_PORT can talk to the store, so the server trusts nothing
@@ -20,8 +21,6 @@
 #include <string>
 #include <vector>
 
-#include <gloo/rendezvous/store.h>
-
 namespace sg::dist {
 
 class TcpStoreServer;
@@ -37,7 +36,7 @@ struct TcpStoreLimits {
   std::chrono::milliseconds max_get_wait{std::chrono::hours(7 * 24)};
 };
 
-class TcpStore : public gloo::rendezvous::Store {
+class TcpStore {
 public:
   // With `host_server`, first starts the server on host:port (`host` must be an address of this
   // machine; the server listens there only). Then connects to host:port, retrying until
@@ -47,15 +46,15 @@ public:
   // the connection is unusable and every later call throws.
   TcpStore(const std::string& host, int port, bool host_server, std::chrono::milliseconds timeout,
            const std::string& token = "", const TcpStoreLimits& limits = {});
-  ~TcpStore() override;
+  ~TcpStore();
   TcpStore(const TcpStore&) = delete;
   TcpStore& operator=(const TcpStore&) = delete;
 
-  void set(const std::string& key, const std::vector<char>& value) override;
+  void set(const std::string& key, const std::vector<char>& value);
   // Waits until `key` exists, then returns its value.
-  std::vector<char> get(const std::string& key) override;
-  void wait(const std::vector<std::string>& keys) override;
-  void wait(const std::vector<std::string>& keys, const std::chrono::milliseconds& timeout) override;
+  std::vector<char> get(const std::string& key);
+  void wait(const std::vector<std::string>& keys);  // until every key exists
+  void wait(const std::vector<std::string>& keys, const std::chrono::milliseconds& timeout);
   // Adds `delta` to the integer stored at `key` (0 when absent) and returns the new value; atomic
   // across clients, so it counts arrivals.
   int64_t add(const std::string& key, int64_t delta);
@@ -91,8 +90,5 @@ private:
   std::chrono::milliseconds timeout_;
   TcpStoreLimits limits_;
 };
-
-// The token a job's store clients present (SG_STORE_TOKEN; empty when unset).
-std::string store_token_from_environment();
 
 }  // namespace sg::dist

@@ -36,6 +36,15 @@ bool Event::query() const {
 
 void Event::synchronize() const { SG_CUDA_CHECK(cudaEventSynchronize(as_event(event_))); }
 
+void Event::record_on(void* stream) {
+  DeviceGuard guard(device_);
+  SG_CUDA_CHECK(cudaEventRecord(as_event(event_), static_cast<cudaStream_t>(stream)));
+}
+
+void Event::block(void* stream) const {
+  SG_CUDA_CHECK(cudaStreamWaitEvent(static_cast<cudaStream_t>(stream), as_event(event_), 0));
+}
+
 double Event::elapsed_ms(const Event& later) const {
   float ms = 0;
   SG_CUDA_CHECK(cudaEventElapsedTime(&ms, as_event(event_), as_event(later.event_)));

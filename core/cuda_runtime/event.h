@@ -28,6 +28,11 @@ public:
   // Milliseconds from this event to `later`, both recorded and passed, both timing events.
   double elapsed_ms(const Event& later) const;
 
+  // For code with a CUDA stream of its own (the NCCL process group); `stream` is a cudaStream_t.
+  void record_on(void* stream);            // record on `stream` instead of the compute stream
+  void block(void* stream) const;          // `stream` waits for this event: the GPU waits, not the host
+  void* handle() const { return event_; }  // the cudaEvent_t, for a caller that reads cudaEventQuery itself
+
 private:
   // Unused in a build without CUDA, whose Event cannot be created (core/cuda_runtime/no_cuda.cpp).
   [[maybe_unused]] void* event_ = nullptr;  // a cudaEvent_t

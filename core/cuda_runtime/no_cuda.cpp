@@ -32,6 +32,8 @@ void Event::record() { unavailable("Event::record"); }
 bool Event::query() const { unavailable("Event::query"); }
 void Event::synchronize() const { unavailable("Event::synchronize"); }
 double Event::elapsed_ms(const Event&) const { unavailable("Event::elapsed_ms"); }
+void Event::record_on(void*) { unavailable("Event::record_on"); }
+void Event::block(void*) const { unavailable("Event::block"); }
 
 namespace {
 std::atomic<bool> tf32_allowed{false};

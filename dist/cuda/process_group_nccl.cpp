@@ -36,6 +36,7 @@
 #include <thread>
 
 #include "core/cuda_runtime/check.h"
+#include "core/cuda_runtime/event.h"
 #include "core/cuda_runtime/stream.h"
 #include "core/factory.h"
 #include "dist/collective_report.h"
@@ -83,17 +84,7 @@ int next_group_index() {
   return groups++;
 }
 
-class Event {
-public:
-  Event() { SG_CUDA_CHECK(cudaEventCreateWithFlags(&event_, cudaEventDisableTiming)); }
-  ~Event() { cudaEventDestroy(event_); }  // released by the driver once the event has passed
-  Event(const Event&) = delete;
-  Event& operator=(const Event&) = delete;
-  cudaEvent_t get() const { return event_; }
-
-private:
-  cudaEvent_t event_ = nullptr;
-};
+cudaEvent_t native(const cuda::Event& event) { return static_cast<cudaEvent_t>(event.handle()); }
 
 class ProcessGroupNCCL final : public ProcessGroup {
 public:
@@ -164,7 +155,7 @@ public:
       // Polled rather than cudaEventSynchronize: when the watchdog aborts, the error set here
       // must end the wait even if the kernel never ends.
       for (;;) {
-        const cudaError_t status = cudaEventQuery(done_.get());
+        const cudaError_t status = cudaEventQuery(native(done_));
         throw_if_failed();
         if (status == cudaSuccess) return;
         if (status != cudaErrorNotReady) SG_CUDA_CHECK(status);
@@ -172,7 +163,7 @@ public:
       }
     }
     cuda::DeviceGuard guard(device_);
-    SG_CUDA_CHECK(cudaStreamWaitEvent(cuda::compute_stream(), done_.get(), 0));
+    done_.block(cuda::compute_stream());
   }
 
   bool is_completed() const override {
@@ -180,7 +171,7 @@ public:
       std::lock_guard<std::mutex> lock(mutex_);
       if (!error_.empty()) return true;
     }
-    return cudaEventQuery(done_.get()) == cudaSuccess;
+    return cudaEventQuery(native(done_)) == cudaSuccess;
   }
 
   void set_error(const std::string& message) {
@@ -190,10 +181,10 @@ public:
 
   // Whether the GPU has passed the collective's end; errors of the query itself are the
   // watchdog's to report, as a failure of this collective.
-  cudaError_t query() const { return cudaEventQuery(done_.get()); }
+  cudaError_t query() const { return cudaEventQuery(native(done_)); }
 
-  const Event& ready() const { return ready_; }
-  const Event& done() const { return done_; }
+  cuda::Event& ready() { return ready_; }
+  cuda::Event& done() { return done_; }
   int64_t sequence() const { return sequence_; }
   const CollectiveDescription& description() const { return description_; }
   bool overdue(std::chrono::steady_clock::time_point now) const { return now > deadline_; }
@@ -212,7 +203,7 @@ private:
   std::chrono::steady_clock::time_point deadline_;
   std::chrono::milliseconds timeout_;
   bool blocks_host_;
-  Event ready_, done_;
+  cuda::Event ready_, done_;  // recorded on the compute stream before, on the NCCL stream after
   mutable std::mutex mutex_;
   std::string error_;
 };
@@ -286,8 +277,8 @@ WorkPtr ProcessGroupNCCL::launch(CollectiveDescription description, std::vector<
   cuda::DeviceGuard guard(device_);
   auto work = std::make_shared<NcclWork>(device_, sequence, std::move(description), std::move(tensors),
                                          std::chrono::milliseconds(timeout_ms_.load()), blocks_host);
-  SG_CUDA_CHECK(cudaEventRecord(work->ready().get(), cuda::compute_stream()));
-  SG_CUDA_CHECK(cudaStreamWaitEvent(stream_, work->ready().get(), 0));
+  work->ready().record();  // on the compute stream
+  work->ready().block(stream_);
   try {
     issue();
   } catch (const Error& e) {
@@ -296,7 +287,7 @@ WorkPtr ProcessGroupNCCL::launch(CollectiveDescription description, std::vector<
     broken_ = ::sg::detail::concat("rank ", rank(), ": ", work->description().str(sequence), " failed: ", e.what());
     SG_CHECK(false, prefix(), ": ", work->description().str(sequence), " failed: ", e.what());
   }
-  SG_CUDA_CHECK(cudaEventRecord(work->done().get(), stream_));
+  work->done().record_on(stream_);
   next_sequence_ = sequence + 1;
   {
     std::lock_guard<std::mutex> watch_lock(watch_mutex_);
