@@ -1,6 +1,7 @@
 // sgrun: starts N workers of a syncgrad program on this node with torchrun's environment, e.g.
 //   sgrun --nproc-per-node 2 build/apps/train_cnn --epochs 1
-// The work is done by sg::dist::launch (launch/launcher.h); this file is its command line.
+// This file is its command line: torchrun's flag values are read by launch/launch_options.h, and
+// the workers started and supervised by sg::dist::launch (launch/launcher.h).
 #include <CLI/CLI.hpp>
 
 #include <cstdio>
@@ -11,6 +12,7 @@
 #include <tuple>
 
 #include "core/cuda_runtime/runtime.h"
+#include "launch/launch_options.h"
 #include "launch/launcher.h"
 
 int main(int argc, char** argv) {

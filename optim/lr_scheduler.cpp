@@ -1,5 +1,6 @@
 #include "optim/lr_scheduler.h"
 
+#include <algorithm>
 #include <cmath>
 #include <numbers>
 
@@ -87,5 +88,19 @@ LambdaLR::LambdaLR(Optimizer& optimizer, std::function<double(int64_t)> factor)
 
 WarmupCosineLR::WarmupCosineLR(Optimizer& optimizer, int64_t warmup_steps, int64_t total_steps, double min_lr)
     : LRScheduler(optimizer, warmup_cosine_schedule(warmup_steps, total_steps, min_lr)) {}
+
+double get_schedule_factor(const std::string& name, int64_t step, int64_t num_warmup_steps,
+                           int64_t num_training_steps) {
+  const bool constant = name == "constant" || name == "constant_with_warmup";
+  SG_CHECK(constant || name == "linear" || name == "cosine", "get_schedule_factor: unknown schedule \"", name,
+           "\"; expected \"linear\", \"cosine\", \"constant\" or \"constant_with_warmup\"");
+  if (step < num_warmup_steps)
+    return static_cast<double>(step) / static_cast<double>(std::max<int64_t>(1, num_warmup_steps));
+  if (constant) return 1.0;
+  const auto decay_steps = static_cast<double>(std::max<int64_t>(1, num_training_steps - num_warmup_steps));
+  if (name == "linear") return std::max(0.0, static_cast<double>(num_training_steps - step) / decay_steps);
+  const double progress = static_cast<double>(step - num_warmup_steps) / decay_steps;
+  return std::max(0.0, 0.5 * (1.0 + std::cos(std::numbers::pi * progress)));
+}
 
 }  // namespace sg::optim

@@ -1,6 +1,7 @@
 #pragma once
 // defines: optim::LRScheduler and the schedules StepLR, CosineAnnealingLR, LambdaLR,
-//          WarmupCosineLR — each sets every param group's lr from its base lr and a step count.
+//          WarmupCosineLR — each sets every param group's lr from its base lr and a step count —
+//          and get_schedule_factor, Hugging Face's warm-up schedules as LambdaLR factors.
 //
 // A scheduler counts calls to step(); whether a step is an epoch or an iteration is up to the
 // caller, so the same class serves `scheduler.step()` once per epoch (PyTorch's usual use) or
@@ -16,6 +17,7 @@
 // PyTorch's step() uses the equivalent recursive forms; the values agree to ~1e-15 relative.
 #include <cstdint>
 #include <functional>
+#include <string>
 #include <vector>
 
 #include "optim/optimizer.h"
@@ -84,5 +86,18 @@ class WarmupCosineLR : public LRScheduler {
 public:
   WarmupCosineLR(Optimizer& optimizer, int64_t warmup_steps, int64_t total_steps, double min_lr = 0.0);
 };
+
+// The factor by which Hugging Face's get_scheduler(name, optimizer, num_warmup_steps,
+// num_training_steps) scales the base lr after `step` steps: its LambdaLR lambda. With
+// w = num_warmup_steps and T = num_training_steps:
+//   step < w:     step / max(1, w)                                 a linear warm-up from 0, then
+//   "linear":     max(0, (T - step) / max(1, T - w))               down to 0 at T and after
+//   "cosine":     (1 + cos(pi * (step - w) / max(1, T - w))) / 2   half a cosine, 0 at T
+//   "constant":   1                                                ("constant_with_warmup" too)
+// HF's "constant" ignores the warm-up; here it warms up like the others. Any other name is an
+// sg::Error naming it; dist::TrainingArguments::lr_scheduler_type takes these names.
+//   optim::LambdaLR scheduler(optimizer,
+//                             [](int64_t step) { return optim::get_schedule_factor("cosine", step, 100, 5000); });
+double get_schedule_factor(const std::string& name, int64_t step, int64_t num_warmup_steps, int64_t num_training_steps);
 
 }  // namespace sg::optim

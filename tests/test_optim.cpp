@@ -12,6 +12,7 @@
 #include <cmath>
 #include <limits>
 #include <numbers>
+#include <string>
 
 #include "core/kernels/optim.h"
 #include "helpers.h"
@@ -500,6 +501,41 @@ TEST_CASE("WarmupCosineLR warms up linearly, then decays along a cosine to min_l
   CHECK(lrs[10] == doctest::Approx(0.01).epsilon(1e-14));
   CHECK(lrs[12] == 0.01);
   for (int t = 5; t <= 10; ++t) CHECK(lrs[t] < lrs[t - 1]);
+}
+
+TEST_CASE("get_schedule_factor warms up, then follows HF's linear, cosine and constant schedules") {
+  // 4 warm-up steps of 12 in all: the warm-up gives step / 4, and the decay spans steps 4 .. 12,
+  // so after step s its progress is (s - 4) / 8.
+  //   step:      3 (warm-up)   4 (warm-up end)       8 (midway)                  12 (the end)
+  //   linear     3/4           (12 - 4) / 8 = 1      (12 - 8) / 8 = 0.5          (12 - 12) / 8 = 0
+  //   cosine     3/4           (1 + cos 0) / 2 = 1   (1 + cos(pi/2)) / 2 = 0.5   (1 + cos pi) / 2 = 0
+  //   constant   3/4           1                     1                           1
+  // A quarter of the way, step 6, tells linear from cosine: 6/8 = 0.75 against
+  // (1 + cos(pi/4)) / 2 = (2 + sqrt(2)) / 4 = 0.8535...; past the end, step 14, linear stays at
+  // max(0, -2/8) = 0.
+  struct Expected {
+    std::string name;
+    double warmup_end, quarter, midway, end;
+  };
+  for (const Expected& expected :
+       {Expected{"linear", 1.0, 0.75, 0.5, 0.0}, Expected{"cosine", 1.0, (2.0 + std::sqrt(2.0)) / 4.0, 0.5, 0.0},
+        Expected{"constant", 1.0, 1.0, 1.0, 1.0}, Expected{"constant_with_warmup", 1.0, 1.0, 1.0, 1.0}}) {
+    CAPTURE(expected.name);
+    const auto factor = [&](int64_t step) { return optim::get_schedule_factor(expected.name, step, 4, 12); };
+    CHECK(factor(0) == 0.0);
+    CHECK(factor(3) == 0.75);
+    CHECK(factor(4) == doctest::Approx(expected.warmup_end).epsilon(1e-15));
+    CHECK(factor(6) == doctest::Approx(expected.quarter).epsilon(1e-15));
+    CHECK(factor(8) == doctest::Approx(expected.midway).epsilon(1e-15));
+    CHECK(factor(12) == doctest::Approx(expected.end).epsilon(1e-15));
+  }
+  CHECK(optim::get_schedule_factor("linear", 14, 4, 12) == 0.0);
+  // Without a warm-up the schedule starts at the base lr: linear 12/12 at step 0.
+  CHECK(optim::get_schedule_factor("linear", 0, 0, 12) == 1.0);
+  // Also refused inside the warm-up, where the name does not change the value.
+  for (const int64_t step : {0, 5})
+    CHECK_THROWS_WITH_AS(optim::get_schedule_factor("polynomial", step, 4, 12),
+                         doctest::Contains("unknown schedule \"polynomial\""), Error);
 }
 
 TEST_CASE("a scheduler resumes from its state_dict") {

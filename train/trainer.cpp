@@ -6,16 +6,12 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
-#include <numbers>
 #include <set>
 #include <sstream>
 #include <utility>
 
-#include <nlohmann/json.hpp>
-
 #include "autograd/grad_mode.h"
 #include "autograd/ops_index.h"
-#include "core/atomic_file.h"
 #include "core/factory.h"
 #include "log/progress_bar.h"
 #include "nn/functional.h"
@@ -31,41 +27,10 @@ namespace sg::dist {
 // averaged over the processes — every process resumes with that, so the next log's average is
 // the uninterrupted run's — and total_loss_, so a resumed run logs and returns what an
 // uninterrupted one does (HF starts both afresh on resume).
-//
-// Note [Checkpoints and resuming]
-// A checkpoint is the folder <output_dir>/checkpoint-<global_step>/ with the Accelerator's state
-// file (model, optimizer, schedule, RNG, loader position; written atomically) whose metadata
-// also holds the TrainerState and the loop's own figures (the next batch, the loss sums), plus a
-// readable trainer_state.json. The main process writes it as tmp-checkpoint-<step>/ and renames
-// it, so a crash never leaves a partial checkpoint-<step>/ for resume_from_checkpoint = true to
-// pick. The next batch is stored by the trainer too: a checkpoint taken at an epoch's end,
-// outside the loop over the loader, carries no loader position in the Accelerator's state, yet
-// must resume where the loop stopped; train() skips the batches itself
-// (DataLoader::skip_first_batches, what load_state would have done). The order of an epoch depends
-// only on the seed and the epoch, so the resumed run trains on exactly the batches the
-// uninterrupted one would have, in the same accumulation windows.
 
 namespace fs = std::filesystem;
 
 namespace {
-
-constexpr const char* kCheckpointPrefix = "checkpoint-";
-constexpr const char* kStateFile = "state.safetensors";
-
-// The factor HF's get_scheduler(lr_scheduler_type, warmup, total) multiplies the learning rate
-// by after `step` optimizer steps: a linear warm-up from 0, then linear decay to 0 at `total`, a
-// half cosine to 0, or constant. HF's "constant" has no warm-up; here it warms up when asked to.
-double schedule_factor(const std::string& type, int64_t step, int64_t warmup, int64_t total) {
-  if (step < warmup) return static_cast<double>(step) / static_cast<double>(std::max<int64_t>(1, warmup));
-  if (type == "linear")
-    return std::max(0.0, static_cast<double>(total - step) / static_cast<double>(std::max<int64_t>(1, total - warmup)));
-  if (type == "cosine") {
-    const double progress =
-        static_cast<double>(step - warmup) / static_cast<double>(std::max<int64_t>(1, total - warmup));
-    return std::max(0.0, 0.5 * (1.0 + std::cos(std::numbers::pi * progress)));
-  }
-  return 1.0;
-}
 
 // HF's get_decay_parameter_names: every trainable parameter decays except those of LayerNorm
 // layers and those whose lower-cased name contains "bias", "layernorm" or "rmsnorm". RMSNorm
@@ -143,42 +108,6 @@ std::string tensorboard_tag(const std::string& name) {
   return name.starts_with("eval_") ? "eval/" + name.substr(5) : "train/" + name;
 }
 
-// The step of a folder named checkpoint-<step>; nullopt for any other name.
-std::optional<int64_t> checkpoint_step(const fs::path& folder) {
-  const std::string name = folder.filename().string();
-  const std::string prefix = kCheckpointPrefix;
-  if (!name.starts_with(prefix) || name.size() == prefix.size() || name.size() > prefix.size() + 18)
-    return std::nullopt;
-  const std::string digits = name.substr(prefix.size());
-  if (!std::all_of(digits.begin(), digits.end(), [](unsigned char c) { return std::isdigit(c); })) return std::nullopt;
-  return std::stoll(digits);
-}
-
-// The checkpoint folders of `output_dir`, by step, oldest first.
-std::vector<fs::path> sorted_checkpoints(const std::string& output_dir) {
-  std::vector<std::pair<int64_t, fs::path>> found;
-  std::error_code error;  // a missing folder holds no checkpoint
-  for (const fs::directory_entry& entry : fs::directory_iterator(output_dir, error))
-    if (const std::optional<int64_t> step = checkpoint_step(entry.path()); step && entry.is_directory())
-      found.emplace_back(*step, entry.path());
-  std::sort(found.begin(), found.end());
-  std::vector<fs::path> folders;
-  for (auto& [step, folder] : found) folders.push_back(std::move(folder));
-  return folders;
-}
-
-// Removes the oldest checkpoints beyond `limit` (0: none). The best one is moved next to the
-// newest first, as HF's _sorted_checkpoints does, so that it stays.
-void rotate_checkpoints(const std::string& output_dir, int limit, const std::string& best) {
-  if (limit == 0) return;
-  std::vector<fs::path> folders = sorted_checkpoints(output_dir);
-  const auto kept = std::find_if(folders.begin(), folders.end(), [&](const fs::path& folder) {
-    return !best.empty() && folder.filename() == fs::path(best).filename();
-  });
-  if (kept != folders.end() && kept + 1 != folders.end()) std::rotate(kept, kept + 1, folders.end() - 1);
-  for (size_t i = 0; i + static_cast<size_t>(limit) < folders.size(); ++i) fs::remove_all(folders[i]);
-}
-
 // The progress bar's figure: the newest logged training loss.
 std::vector<std::pair<std::string, double>> last_training_loss(const std::vector<Metrics>& history) {
   for (auto entry = history.rbegin(); entry != history.rend(); ++entry)
@@ -186,27 +115,11 @@ std::vector<std::pair<std::string, double>> last_training_loss(const std::vector
   return {};
 }
 
-// Runs `work` on the main process's checkpoint folders; a file system error becomes an sg::Error.
-template <typename Work>
-void in_checkpoint_folder(const fs::path& folder, Work&& work) {
-  try {
-    work();
-  } catch (const fs::filesystem_error& error) {
-    throw Error(detail::concat("Trainer: writing checkpoint ", folder.string(), ": ", error.what()));
-  }
-}
-
 double seconds_since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
 }  // namespace
-
-std::optional<std::string> get_last_checkpoint(const std::string& output_dir) {
-  const std::vector<fs::path> folders = sorted_checkpoints(output_dir);
-  if (folders.empty()) return std::nullopt;
-  return folders.back().string();
-}
 
 Trainer::Trainer(std::shared_ptr<nn::Module> model, TrainingArguments args,
                  std::shared_ptr<const data::Dataset> train_dataset, std::shared_ptr<const data::Dataset> eval_dataset,
@@ -245,8 +158,9 @@ Trainer::Trainer(std::shared_ptr<nn::Module> model, TrainingArguments args,
   state_.num_train_epochs = ceil_div(state_.max_steps, updates_per_epoch_);
   state_.is_world_process_zero = accelerator_.is_main_process();
   scheduler_ = std::make_unique<optim::LambdaLR>(
-      *optimizer_, [type = args_.lr_scheduler_type, warmup = args_.get_warmup_steps(state_.max_steps),
-                    total = state_.max_steps](int64_t step) { return schedule_factor(type, step, warmup, total); });
+      *optimizer_,
+      [type = args_.lr_scheduler_type, warmup = args_.get_warmup_steps(state_.max_steps),
+       total = state_.max_steps](int64_t step) { return optim::get_schedule_factor(type, step, warmup, total); });
   accelerator_.prepare(*scheduler_);
   step_loss_ = window_loss_ = scalar(0);
   if (accelerator_.is_main_process()) {
@@ -285,7 +199,9 @@ TrainOutput Trainer::train() {
   const auto start = std::chrono::steady_clock::now();
   const int64_t first_step = state_.global_step;
   const int64_t batches_per_epoch = train_loader_->size();
-  int64_t skip = position_.batch;  // only the first epoch of a resumed run starts past batch 0
+  // Only the first epoch of a resumed run starts past batch 0, and the loop skips those batches
+  // itself (Note [Checkpoints and resuming] in train/checkpoint_folders.h).
+  int64_t skip = position_.batch;
   for (int64_t epoch = position_.epoch;
        epoch < state_.num_train_epochs && state_.global_step < state_.max_steps && !control_.should_training_stop;
        ++epoch) {
@@ -491,68 +407,26 @@ void Trainer::open_csv() {
 }
 
 void Trainer::save_checkpoint() {
-  const std::string name = kCheckpointPrefix + std::to_string(state_.global_step);
-  const fs::path folder = fs::path(args_.output_dir) / name, staging = fs::path(args_.output_dir) / ("tmp-" + name);
-  if (state_.best_global_step == state_.global_step) state_.best_model_checkpoint = folder.string();
-  const std::string trainer_state = state_.to_json();
-  const nlohmann::json loop{{"epoch", position_.epoch},
-                            {"batch", position_.batch},
-                            {"total_loss", total_loss_},
-                            {"window_loss", accelerator_.reduce(window_loss_, "mean").item()},
-                            {"last_logged_step", last_logged_step_}};
-  if (accelerator_.is_main_process())
-    in_checkpoint_folder(staging, [&] {
-      fs::remove_all(staging);
-      fs::create_directories(staging);
-    });
-  accelerator_.save_state((staging / kStateFile).string(), *model_,
-                          {{"trainer_state", trainer_state}, {"trainer_loop", loop.dump()}});
-  if (accelerator_.is_main_process())
-    in_checkpoint_folder(folder, [&] {
-      write_file_atomically((staging / "trainer_state.json").string(),
-                            [&](const ByteWriter& write) { write(trainer_state.data(), trainer_state.size()); });
-      fs::remove_all(folder);
-      fs::rename(staging, folder);
-      rotate_checkpoints(args_.output_dir, args_.save_total_limit, state_.best_model_checkpoint);
-    });
-  accelerator_.wait_for_everyone();
+  const std::string folder = checkpoint_folder(args_.output_dir, state_.global_step);
+  if (state_.best_global_step == state_.global_step) state_.best_model_checkpoint = folder;
+  const LoopState loop{position_, total_loss_, accelerator_.reduce(window_loss_, "mean").item(), last_logged_step_};
+  write_checkpoint_folder(accelerator_, *model_, args_.output_dir, args_.save_total_limit, state_, loop);
   notify(&TrainerCallback::on_save);
 }
 
-std::optional<std::string> Trainer::checkpoint_to_resume() const {
-  if (const auto* path = std::get_if<std::string>(&args_.resume_from_checkpoint)) return *path;
-  if (!std::get<bool>(args_.resume_from_checkpoint)) return std::nullopt;
-  std::optional<std::string> last = get_last_checkpoint(args_.output_dir);
-  SG_CHECK(last.has_value(), "TrainingArguments: resume_from_checkpoint is true, but output_dir '", args_.output_dir,
-           "' holds no checkpoint-<step> folder");
-  return last;
-}
-
-Trainer::Position Trainer::resume() {
-  const std::optional<std::string> folder = checkpoint_to_resume();
+LoopPosition Trainer::resume() {
+  const std::optional<std::string> folder = checkpoint_to_resume(args_);
   if (!folder) return {};
-  const std::string path = (fs::path(*folder) / kStateFile).string();
-  SG_CHECK(fs::exists(path), "TrainingArguments: resume_from_checkpoint '", *folder, "' holds no ", kStateFile,
-           " (a checkpoint-<step> folder the Trainer wrote has one)");
-  const optim::Metadata metadata = accelerator_.load_state(path, *model_);
-  SG_CHECK(metadata.count("trainer_state") == 1 && metadata.count("trainer_loop") == 1, "Trainer: ", path,
-           " was not written by a dist::Trainer (its metadata has no trainer_state and trainer_loop)");
-  Position position;
-  try {
-    TrainerState state = TrainerState::from_json(metadata.at("trainer_state"));
-    // The run's length comes from the arguments of this run, as in HF.
-    state.max_steps = state_.max_steps;
-    state.num_train_epochs = state_.num_train_epochs;
-    state.is_world_process_zero = state_.is_world_process_zero;
-    state_ = std::move(state);
-    const nlohmann::json loop = nlohmann::json::parse(metadata.at("trainer_loop"));
-    position = {loop.at("epoch").get<int64_t>(), loop.at("batch").get<int64_t>()};
-    total_loss_ = loop.at("total_loss").get<double>();
-    window_loss_ = scalar(loop.at("window_loss").get<double>());
-    last_logged_step_ = loop.at("last_logged_step").get<int64_t>();
-  } catch (const std::exception& error) {
-    throw Error(detail::concat("Trainer: ", path, ": ", error.what()));
-  }
+  TrainerCheckpoint checkpoint = read_checkpoint_folder(accelerator_, *model_, *folder);
+  // The run's length comes from the arguments of this run, as in HF.
+  checkpoint.state.max_steps = state_.max_steps;
+  checkpoint.state.num_train_epochs = state_.num_train_epochs;
+  checkpoint.state.is_world_process_zero = state_.is_world_process_zero;
+  state_ = std::move(checkpoint.state);
+  total_loss_ = checkpoint.loop.total_loss;
+  window_loss_ = scalar(checkpoint.loop.window_loss);
+  last_logged_step_ = checkpoint.loop.last_logged_step;
+  const LoopPosition position = checkpoint.loop.next;
   open_csv();
   accelerator_.print("  Continuing training from checkpoint ", *folder);
   accelerator_.print("  Continuing training from epoch ", position.epoch);

@@ -1,8 +1,9 @@
 #pragma once
-// defines: dist::Trainer, TrainerHooks, TrainOutput, EvalPrediction, get_last_checkpoint — Hugging
-//          Face's Trainer on top of dist::Accelerator: the whole training loop (AdamW, warm-up
-//          schedule, accumulation, clipping, evaluation, logs, checkpoints, resume), unchanged on
-//          one process or on many under sgrun (docs/trainer.md).
+// defines: dist::Trainer, TrainerHooks, TrainOutput, EvalPrediction — Hugging Face's Trainer on
+//          top of dist::Accelerator: the whole training loop (AdamW, warm-up schedule,
+//          accumulation, clipping, evaluation, logs, checkpoints, resume), unchanged on one process
+//          or on many under sgrun (docs/trainer.md). The checkpoint folders it writes and resumes
+//          from (and get_last_checkpoint) are train/checkpoint_folders.h's.
 //
 //   dist::TrainingArguments args{.output_dir = "out", .per_device_train_batch_size = 32,
 //                                .num_train_epochs = 2, .learning_rate = 1e-3};
@@ -20,6 +21,7 @@
 #include "log/metrics_log.h"
 #include "optim/adam.h"
 #include "train/accelerator.h"
+#include "train/checkpoint_folders.h"
 #include "train/trainer_callback.h"
 #include "train/training_args.h"
 
@@ -75,11 +77,6 @@ public:
   Accelerator& accelerator() { return accelerator_; }
 
 private:
-  struct Position {  // the next batch to train on
-    int64_t epoch = 0;
-    int64_t batch = 0;
-  };
-
   template <typename Event, typename... Extra>
   void notify(Event event, const Extra&... extra) {
     for (const auto& callback : hooks_.callbacks) ((*callback).*event)(args_, state_, control_, extra...);
@@ -95,8 +92,8 @@ private:
   void open_csv();
   void update_best_metric(const Metrics& metrics);
   void save_checkpoint();
-  std::optional<std::string> checkpoint_to_resume() const;
-  Position resume();
+  // Restores args.resume_from_checkpoint, if it names one; returns the batch to go on from.
+  LoopPosition resume();
   void print_summary() const;
   Tensor scalar(double value) const;
 
@@ -111,15 +108,12 @@ private:
   TrainerControl control_;
   std::optional<data::MetricsLog> csv_;
   int64_t updates_per_epoch_ = 0;
-  Position position_;
+  LoopPosition position_;  // the next batch to train on
   // Note [The logged loss] in trainer.cpp.
   Tensor step_loss_, window_loss_;  // 0-dim f32 on the device
   int64_t step_micro_batches_ = 0, step_rows_ = 0, last_logged_step_ = 0;
   double total_loss_ = 0;
   std::optional<double> grad_norm_;  // of the last optimizer step
 };
-
-// The checkpoint-<step> folder of `output_dir` with the largest step, if any (HF's get_last_checkpoint).
-std::optional<std::string> get_last_checkpoint(const std::string& output_dir);
 
 }  // namespace sg::dist
