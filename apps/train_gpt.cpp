@@ -83,11 +83,13 @@ std::string format_fixed(double value, int decimals) {
   return text;
 }
 
-// What a snapshot must carry besides the weights to rebuild the model and decode its output.
-sg::optim::Metadata model_metadata(const sg::models::GPTConfig& gpt, const sg::data::CharVocabulary& vocabulary) {
-  return {{"n_layer", std::to_string(*gpt.n_layer)},      {"n_head", std::to_string(*gpt.n_head)},
-          {"n_embd", std::to_string(*gpt.n_embd)},        {"vocab_size", std::to_string(gpt.vocab_size)},
-          {"block_size", std::to_string(gpt.block_size)}, {"vocabulary", vocabulary.to_utf8()}};
+// What a snapshot must carry besides the weights to rebuild the model (models::gpt_metadata) and
+// decode its output (the vocabulary).
+sg::optim::Metadata model_metadata(const sg::models::ResolvedGPTConfig& gpt,
+                                   const sg::data::CharVocabulary& vocabulary) {
+  sg::optim::Metadata metadata = sg::models::gpt_metadata(gpt);
+  metadata["vocabulary"] = vocabulary.to_utf8();
+  return metadata;
 }
 
 // The recipe's eval pass: every rank's loss per example of its share of the test split, gathered
@@ -258,19 +260,16 @@ int train(const RunConfig& config, const AppOptions& app) {
 int generate(const AppOptions& app) {
   SG_CHECK(!app.snapshot.empty(), "--generate needs --snapshot FILE (a snapshot train_gpt wrote)");
   sg::set_num_threads(app.threads);
-  const sg::optim::Metadata metadata = sg::load_safetensors(app.snapshot).metadata;
-  const auto integer = [&](const char* name) {
-    return sg::optim::metadata_integer(metadata, name, app.snapshot, 1, std::numeric_limits<int32_t>::max());
-  };
-  const auto vocabulary_entry = metadata.find("vocabulary");
-  SG_CHECK(vocabulary_entry != metadata.end(), "checkpoint ", app.snapshot,
+  const sg::SafetensorsFile snapshot = sg::load_safetensors(app.snapshot);
+  const auto vocabulary_entry = snapshot.metadata.find("vocabulary");
+  SG_CHECK(vocabulary_entry != snapshot.metadata.end(), "checkpoint ", app.snapshot,
            ": no metadata entry 'vocabulary' (not a snapshot of train_gpt?)");
   const sg::data::CharVocabulary vocabulary = sg::data::CharVocabulary::from_utf8(vocabulary_entry->second);
-  sg::models::GPT model({.n_layer = integer("n_layer"),
-                         .n_head = integer("n_head"),
-                         .n_embd = integer("n_embd"),
-                         .vocab_size = integer("vocab_size"),
-                         .block_size = integer("block_size")});
+  const sg::models::GPTConfig config =
+      sg::models::gpt_config_from_snapshot(snapshot.metadata, snapshot.tensors, app.snapshot);
+  SG_CHECK(static_cast<int64_t>(vocabulary.size()) == config.vocab_size, "checkpoint ", app.snapshot,
+           ": its vocabulary has ", vocabulary.size(), " characters but its vocab_size is ", config.vocab_size);
+  sg::models::GPT model(config);
   sg::optim::load_checkpoint(app.snapshot, model);
   model.eval();
   SG_CHECK(!app.prompt.empty(), "--prompt is empty; give at least one character");

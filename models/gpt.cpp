@@ -82,21 +82,17 @@ GPTShape gpt_preset(const std::string& model_type) {
   throw Error("GPTConfig: unknown model_type '" + model_type + "' (choices: " + choices + ")");
 }
 
-GPTConfig resolve_gpt_config(GPTConfig config) {
+ResolvedGPTConfig resolve_gpt_config(const GPTConfig& config) {
   const int given = (config.n_layer ? 1 : 0) + (config.n_head ? 1 : 0) + (config.n_embd ? 1 : 0);
   SG_CHECK(given == 0 || given == 3, "GPTConfig: give all of n_layer, n_head and n_embd, or none (model_type '",
            config.model_type, "' then picks them); got ", given, " of them");
-  if (given == 0) {
-    const GPTShape shape = gpt_preset(config.model_type);
-    config.n_layer = shape.n_layer;
-    config.n_head = shape.n_head;
-    config.n_embd = shape.n_embd;
-  }
-  SG_CHECK(*config.n_layer > 0 && *config.n_head > 0 && *config.n_embd > 0,
-           "GPTConfig: n_layer, n_head and n_embd must be positive, got ", *config.n_layer, ", ", *config.n_head, ", ",
-           *config.n_embd);
-  SG_CHECK(*config.n_embd % *config.n_head == 0, "GPTConfig: n_embd ", *config.n_embd, " is not a multiple of n_head ",
-           *config.n_head);
+  const GPTShape shape =
+      given == 3 ? GPTShape{*config.n_layer, *config.n_head, *config.n_embd} : gpt_preset(config.model_type);
+  SG_CHECK(shape.n_layer > 0 && shape.n_head > 0 && shape.n_embd > 0,
+           "GPTConfig: n_layer, n_head and n_embd must be positive, got ", shape.n_layer, ", ", shape.n_head, ", ",
+           shape.n_embd);
+  SG_CHECK(shape.n_embd % shape.n_head == 0, "GPTConfig: n_embd ", shape.n_embd, " is not a multiple of n_head ",
+           shape.n_head);
   SG_CHECK(config.vocab_size > 0 && config.block_size > 0,
            "GPTConfig: vocab_size and block_size must be positive, got ", config.vocab_size, " and ",
            config.block_size);
@@ -104,13 +100,66 @@ GPTConfig resolve_gpt_config(GPTConfig config) {
        {std::pair{"embd_pdrop", config.embd_pdrop}, std::pair{"resid_pdrop", config.resid_pdrop},
         std::pair{"attn_pdrop", config.attn_pdrop}})
     SG_CHECK(p >= 0 && p < 1, "GPTConfig: ", name, " must lie in [0, 1), got ", p);
+  return {.model_type = config.model_type,
+          .n_layer = shape.n_layer,
+          .n_head = shape.n_head,
+          .n_embd = shape.n_embd,
+          .vocab_size = config.vocab_size,
+          .block_size = config.block_size,
+          .embd_pdrop = config.embd_pdrop,
+          .resid_pdrop = config.resid_pdrop,
+          .attn_pdrop = config.attn_pdrop};
+}
+
+optim::Metadata gpt_metadata(const ResolvedGPTConfig& config) {
+  return {{"n_layer", std::to_string(config.n_layer)},
+          {"n_head", std::to_string(config.n_head)},
+          {"n_embd", std::to_string(config.n_embd)},
+          {"vocab_size", std::to_string(config.vocab_size)},
+          {"block_size", std::to_string(config.block_size)}};
+}
+
+GPTConfig gpt_config_from_snapshot(const optim::Metadata& metadata, const std::map<std::string, Tensor>& tensors,
+                                   const std::string& file) {
+  const auto size = [&](const char* name) {
+    return optim::metadata_integer(metadata, name, file, 1, std::numeric_limits<int32_t>::max());
+  };
+  const GPTConfig config{.n_layer = size("n_layer"),
+                         .n_head = size("n_head"),
+                         .n_embd = size("n_embd"),
+                         .vocab_size = size("vocab_size"),
+                         .block_size = size("block_size")};
+  // The number of blocks the weights hold: one more than the largest N of "model.blocks.N.".
+  int64_t blocks = 0;
+  const std::string prefix = "model.blocks.";
+  for (const auto& [name, tensor] : tensors) {
+    if (name.rfind(prefix, 0) != 0) continue;
+    const size_t dot = name.find('.', prefix.size());
+    const std::string index = name.substr(prefix.size(), dot - prefix.size());
+    SG_CHECK(!index.empty() && index.size() <= 9 && index.find_first_not_of("0123456789") == std::string::npos, file,
+             ": tensor '", name, "' is not a block's weight (model.blocks.N.*)");
+    blocks = std::max<int64_t>(blocks, std::stoll(index) + 1);
+  }
+  SG_CHECK(blocks == *config.n_layer, file, ": the metadata says n_layer = ", *config.n_layer, " but the file holds ",
+           blocks, " block(s) of weights");
+  const auto shape_of = [&](const std::string& name) {
+    const auto it = tensors.find(name);
+    SG_CHECK(it != tensors.end(), file, ": no tensor '", name, "' (not a snapshot of train_gpt?)");
+    return it->second.sizes();
+  };
+  const Shape tok_emb = shape_of("model.emb_stem.tok_emb.weight"), pos_emb = shape_of("model.emb_stem.pos_emb");
+  SG_CHECK(tok_emb.size() == 2 && tok_emb[0] == config.vocab_size && tok_emb[1] == *config.n_embd, file,
+           ": the metadata says vocab_size = ", config.vocab_size, " and n_embd = ", *config.n_embd,
+           " but the token embedding has shape ", shape_str(tok_emb));
+  SG_CHECK(pos_emb.size() == 3 && pos_emb[1] == config.block_size && pos_emb[2] == *config.n_embd, file,
+           ": the metadata says block_size = ", config.block_size, " and n_embd = ", *config.n_embd,
+           " but the position embedding has shape ", shape_str(pos_emb));
   return config;
 }
 
-int64_t gpt_block_parameter_count(const GPTConfig& config) {
-  const GPTConfig resolved = resolve_gpt_config(config);
-  const int64_t C = *resolved.n_embd;
-  return *resolved.n_layer * (13 * C * C + 14 * C);
+int64_t gpt_block_parameter_count(const ResolvedGPTConfig& config) {
+  const int64_t C = config.n_embd;
+  return config.n_layer * (13 * C * C + 14 * C);
 }
 
 Tensor gpt_loss(const Tensor& logits, const Tensor& targets) {
@@ -124,12 +173,12 @@ Tensor gpt_loss(const Tensor& logits, const Tensor& targets) {
 
 // ---- the layers ----
 
-CausalSelfAttention::CausalSelfAttention(const GPTConfig& config, Generator* generator) {
+CausalSelfAttention::CausalSelfAttention(const ResolvedGPTConfig& config, Generator* generator) {
   resid_drop = register_module("resid_drop", std::make_shared<nn::Dropout>(config.resid_pdrop, generator));
-  c_proj = register_module("c_proj", std::make_shared<nn::Linear>(*config.n_embd, *config.n_embd, true, generator));
+  c_proj = register_module("c_proj", std::make_shared<nn::Linear>(config.n_embd, config.n_embd, true, generator));
   attn = register_module(
       "attn", std::make_shared<nn::MultiheadAttention>(
-                  *config.n_embd, *config.n_head,
+                  config.n_embd, config.n_head,
                   nn::MultiheadAttentionOptions{.dropout = config.attn_pdrop, .batch_first = true}, generator));
 }
 
@@ -163,8 +212,8 @@ Tensor CausalSelfAttention::forward_cached(const Tensor& x, KVCache& cache, size
   return (*resid_drop)((*c_proj)(attn->out_proj->forward(y.permute({0, 2, 1, 3}).reshape({B, T, C}))));
 }
 
-Block::Block(const GPTConfig& config, Generator* generator) {
-  const int64_t C = *config.n_embd;
+Block::Block(const ResolvedGPTConfig& config, Generator* generator) {
+  const int64_t C = config.n_embd;
   ln1 = register_module("ln1", std::make_shared<nn::LayerNorm>(Shape{C}));
   ln2 = register_module("ln2", std::make_shared<nn::LayerNorm>(Shape{C}));
   attn = register_module("attn", std::make_shared<CausalSelfAttention>(config, generator));
@@ -185,10 +234,10 @@ Tensor Block::forward_cached(const Tensor& x, KVCache& cache, size_t layer) {
   return h + (*mlp)((*ln2)(h));
 }
 
-EmbeddingStem::EmbeddingStem(const GPTConfig& config, Generator* generator) : block_size(config.block_size) {
+EmbeddingStem::EmbeddingStem(const ResolvedGPTConfig& config, Generator* generator) : block_size(config.block_size) {
   tok_emb = register_module(
-      "tok_emb", std::make_shared<nn::Embedding>(config.vocab_size, *config.n_embd, nn::EmbeddingOptions{}, generator));
-  pos_emb = register_parameter("pos_emb", zeros({1, config.block_size, *config.n_embd}));
+      "tok_emb", std::make_shared<nn::Embedding>(config.vocab_size, config.n_embd, nn::EmbeddingOptions{}, generator));
+  pos_emb = register_parameter("pos_emb", zeros({1, config.block_size, config.n_embd}));
   drop = register_module("drop", std::make_shared<nn::Dropout>(config.embd_pdrop, generator));
 }
 
@@ -205,10 +254,10 @@ Tensor EmbeddingStem::forward(const Tensor& idx, int64_t first_position) {
 GPT::GPT(const GPTConfig& config_in, Generator* generator) : config(resolve_gpt_config(config_in)) {
   emb_stem = register_module("emb_stem", std::make_shared<EmbeddingStem>(config, generator));
   blocks = register_module("blocks", std::make_shared<nn::Sequential>());
-  for (int64_t i = 0; i < *config.n_layer; ++i)
+  for (int64_t i = 0; i < config.n_layer; ++i)
     block_list.push_back(blocks->push_back(std::make_shared<Block>(config, generator)));
-  ln_f = register_module("ln_f", std::make_shared<nn::LayerNorm>(Shape{*config.n_embd}));
-  head = register_module("head", std::make_shared<nn::Linear>(*config.n_embd, config.vocab_size, false, generator));
+  ln_f = register_module("ln_f", std::make_shared<nn::LayerNorm>(Shape{config.n_embd}));
+  head = register_module("head", std::make_shared<nn::Linear>(config.n_embd, config.vocab_size, false, generator));
 
   // The recipe's _init_weights (GPT-2's), then the scaled residual projections. out_proj is a
   // Linear in PyTorch too (NonDynamicallyQuantizableLinear); in_proj_weight is not, and keeps
@@ -224,7 +273,7 @@ GPT::GPT(const GPTConfig& config_in, Generator* generator) : config(resolve_gpt_
       nn::init::zeros_(norm->bias);
     }
   });
-  const double residual_std = 0.02 / std::sqrt(2.0 * static_cast<double>(*config.n_layer));
+  const double residual_std = 0.02 / std::sqrt(2.0 * static_cast<double>(config.n_layer));
   for (const auto& block : block_list) nn::init::normal_(block->attn->c_proj->weight, 0.0, residual_std, generator);
 }
 
@@ -244,9 +293,9 @@ int64_t GPT::count(const TensorList& params) {
 
 KVCache GPT::empty_cache(int64_t batch) const {
   KVCache cache;
-  const int64_t H = *config.n_head, D = *config.n_embd / H;
+  const int64_t H = config.n_head, D = config.n_embd / H;
   const TensorOptions options{head->weight.dtype(), head->weight.device()};
-  for (int64_t i = 0; i < *config.n_layer; ++i) {
+  for (int64_t i = 0; i < config.n_layer; ++i) {
     cache.keys.push_back(empty({batch, H, config.block_size, D}, options));
     cache.values.push_back(empty({batch, H, config.block_size, D}, options));
   }

@@ -1,11 +1,13 @@
 #pragma once
-// defines: models::GPT, GPTConfig, GenerateOptions, KVCache, gpt_preset, resolve_gpt_config,
-//          gpt_block_parameter_count, gpt_loss, OptimizerConfig, create_optimizer, split_weight_decay —
+// defines: models::GPT, GPTConfig, ResolvedGPTConfig, GenerateOptions, KVCache, gpt_preset,
+//          resolve_gpt_config, gpt_metadata, gpt_config_from_snapshot, gpt_block_parameter_count,
+//          gpt_loss, OptimizerConfig, create_optimizer, split_weight_decay —
 //          the character-level GPT of PyTorch's minGPT-ddp example (mingpt/model.py), with its
 //          state_dict names, its presets, its optimizer groups and its generate(), plus a KV cache.
 //
 // Shape letters: B batch, T time (sequence), C = n_embd channels, V vocab_size, H heads, D = C / H.
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -20,6 +22,7 @@
 #include "nn/linear.h"
 #include "nn/multihead_attention.h"
 #include "optim/adam.h"
+#include "optim/checkpoint.h"
 
 namespace sg::models {
 
@@ -43,14 +46,33 @@ struct GPTShape {
 // anything else is an sg::Error listing them.
 GPTShape gpt_preset(const std::string& model_type);
 const std::vector<std::string>& gpt_preset_names();
-// `config` with n_layer, n_head and n_embd filled in; checks every field (positive sizes, n_embd a
-// multiple of n_head, dropouts in [0, 1)) and names the one that is wrong.
-GPTConfig resolve_gpt_config(GPTConfig config);
+// A GPTConfig with every size decided: what a built GPT keeps.
+struct ResolvedGPTConfig {
+  std::string model_type;
+  int64_t n_layer, n_head, n_embd;
+  int64_t vocab_size, block_size;
+  double embd_pdrop, resid_pdrop, attn_pdrop;
+};
+
+// `config` with n_layer, n_head and n_embd taken from it or from its preset; checks every field
+// (positive sizes, n_embd a multiple of n_head, dropouts in [0, 1)) and names the one that is wrong.
+ResolvedGPTConfig resolve_gpt_config(const GPTConfig& config);
+
+// What a snapshot must carry to rebuild the model: n_layer, n_head, n_embd, vocab_size and
+// block_size as decimal strings (train_gpt adds the vocabulary; see gpt_config_from_snapshot).
+optim::Metadata gpt_metadata(const ResolvedGPTConfig& config);
+// The model `metadata` describes (gpt_metadata's keys), checked against the snapshot's `tensors`
+// (its "model."-prefixed weights) before anything is built, so a damaged or hand-edited file is an
+// sg::Error naming `file` and the field rather than a model built to its word: n_layer must be the
+// number of blocks.N the file holds, and n_embd, vocab_size and block_size the token and position
+// embeddings' shapes.
+GPTConfig gpt_config_from_snapshot(const optim::Metadata& metadata, const std::map<std::string, Tensor>& tensors,
+                                   const std::string& file);
 
 // The parameters of the transformer blocks alone — what the recipe prints as "number of
 // parameters: %.2fM" (it leaves out the embeddings, ln_f and head): per block 13 C^2 + 14 C
 // (ln1, ln2: 2C each; in_proj 3C^2 + 3C; out_proj and c_proj C^2 + C each; the MLP 8C^2 + 5C).
-int64_t gpt_block_parameter_count(const GPTConfig& config);
+int64_t gpt_block_parameter_count(const ResolvedGPTConfig& config);
 
 // cross_entropy(logits.view(-1, V), targets.view(-1), ignore_index=-1), the recipe's loss.
 Tensor gpt_loss(const Tensor& logits, const Tensor& targets);
@@ -66,7 +88,7 @@ struct KVCache {
 // attn_pdrop) over the causal mask, then the c_proj Linear and the residual dropout.
 class CausalSelfAttention : public nn::Module {
 public:
-  CausalSelfAttention(const GPTConfig& config, Generator* generator);
+  CausalSelfAttention(const ResolvedGPTConfig& config, Generator* generator);
   Tensor forward(const Tensor& x) override;  // [B, T, C] -> [B, T, C]
   // x [B, T_new, C] holds positions cache.length .. + T_new; writes their keys and values into
   // layer `layer` of the cache (the caller advances cache.length once all layers ran).
@@ -81,7 +103,7 @@ public:
 // x + attn(ln1(x)), then x + mlp(ln2(x)); mlp = Linear(C, 4C), GELU, Linear(4C, C), Dropout.
 class Block : public nn::Module {
 public:
-  Block(const GPTConfig& config, Generator* generator);
+  Block(const ResolvedGPTConfig& config, Generator* generator);
   Tensor forward(const Tensor& x) override;
   Tensor forward_cached(const Tensor& x, KVCache& cache, size_t layer);
   std::string type_name() const override { return "Block"; }
@@ -94,7 +116,7 @@ public:
 // Token embedding plus a learned position embedding (zero at start), then dropout.
 class EmbeddingStem : public nn::Module {
 public:
-  EmbeddingStem(const GPTConfig& config, Generator* generator);
+  EmbeddingStem(const ResolvedGPTConfig& config, Generator* generator);
   Tensor forward(const Tensor& idx) override { return forward(idx, 0); }
   // idx [B, T] (i64) at positions first_position .. first_position + T, which must stay below block_size.
   Tensor forward(const Tensor& idx, int64_t first_position);
@@ -146,7 +168,7 @@ public:
   // The recipe's count: parameters of the blocks only.
   int64_t num_block_parameters() const { return count(blocks->parameters()); }
 
-  GPTConfig config;  // resolved: n_layer, n_head, n_embd set
+  ResolvedGPTConfig config;
   std::shared_ptr<EmbeddingStem> emb_stem;
   std::shared_ptr<nn::Sequential> blocks;
   std::vector<std::shared_ptr<Block>> block_list;  // the same blocks, typed

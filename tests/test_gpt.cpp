@@ -45,13 +45,14 @@ std::vector<std::string> names_of(const std::vector<std::pair<std::string, Tenso
 TEST_CASE("every preset's parameter count is the recipe's printed count, and gpt-nano/micro/mini count it so") {
   for (const auto& [name, count] : test::gpt_reference::kBlockParameters) {
     INFO(name);
-    CHECK(models::gpt_block_parameter_count({.model_type = name}) == count);
+    CHECK(models::gpt_block_parameter_count(models::resolve_gpt_config({.model_type = name})) == count);
   }
   CHECK(models::gpt_preset_names().size() == test::gpt_reference::kBlockParameters.size());
   Generator generator(1);
   for (const char* name : {"gpt-nano", "gpt-micro", "gpt-mini"}) {
     const GPT model({.model_type = name, .vocab_size = 65, .block_size = 128}, &generator);
-    CHECK(model.num_block_parameters() == models::gpt_block_parameter_count({.model_type = name}));
+    CHECK(model.num_block_parameters() ==
+          models::gpt_block_parameter_count(models::resolve_gpt_config({.model_type = name})));
   }
 }
 
@@ -163,8 +164,8 @@ TEST_CASE("generate refuses a bad context, temperature or top_k, naming the valu
 }
 
 TEST_CASE("GPTConfig takes a preset or all three sizes, and names what is wrong") {
-  CHECK(*models::resolve_gpt_config({.model_type = "gpt-mini"}).n_embd == 192);
-  CHECK(*models::resolve_gpt_config({.n_layer = 8, .n_head = 8, .n_embd = 512}).n_layer == 8);  // overrides gpt2
+  CHECK(models::resolve_gpt_config({.model_type = "gpt-mini"}).n_embd == 192);
+  CHECK(models::resolve_gpt_config({.n_layer = 8, .n_head = 8, .n_embd = 512}).n_layer == 8);  // overrides gpt2
   CHECK_THROWS_WITH_AS(models::resolve_gpt_config({.model_type = "gpt-huge"}),
                        doctest::Contains("unknown model_type 'gpt-huge' (choices: openai-gpt, gpt2, "), Error);
   CHECK_THROWS_WITH_AS(models::resolve_gpt_config({.n_layer = 2}),
@@ -173,6 +174,40 @@ TEST_CASE("GPTConfig takes a preset or all three sizes, and names what is wrong"
                        doctest::Contains("n_embd 48 is not a multiple of n_head 5"), Error);
   CHECK_THROWS_WITH_AS(models::resolve_gpt_config({.model_type = "gpt-nano", .attn_pdrop = 1.0}),
                        doctest::Contains("attn_pdrop must lie in [0, 1), got 1"), Error);
+}
+
+TEST_CASE("a snapshot's metadata rebuilds its model only where the file's weights agree with it") {
+  models::GPT model({.n_layer = 2, .n_head = 3, .n_embd = 48, .vocab_size = 11, .block_size = 16});
+  std::map<std::string, Tensor> tensors;
+  for (const auto& [name, tensor] : model.state_dict()) tensors["model." + name] = tensor;
+  optim::Metadata metadata = models::gpt_metadata(model.config);
+  const models::GPTConfig config = models::gpt_config_from_snapshot(metadata, tensors, "snap.safetensors");
+  CHECK(*config.n_layer == 2);
+  CHECK(*config.n_head == 3);
+  CHECK(*config.n_embd == 48);
+  CHECK(config.vocab_size == 11);
+  CHECK(config.block_size == 16);
+
+  // A claim that would build layers until memory runs out is refused before anything is built.
+  metadata["n_layer"] = "2147483647";
+  CHECK_THROWS_WITH_AS(
+      models::gpt_config_from_snapshot(metadata, tensors, "snap.safetensors"),
+      doctest::Contains("snap.safetensors: the metadata says n_layer = 2147483647 but the file holds 2 "
+                        "block(s)"),
+      Error);
+  metadata = models::gpt_metadata(model.config);
+  metadata["n_embd"] = "96";
+  CHECK_THROWS_WITH_AS(models::gpt_config_from_snapshot(metadata, tensors, "snap.safetensors"),
+                       doctest::Contains("n_embd = 96 but the token embedding has shape [11, 48]"), Error);
+  metadata = models::gpt_metadata(model.config);
+  metadata["block_size"] = "32";
+  CHECK_THROWS_WITH_AS(models::gpt_config_from_snapshot(metadata, tensors, "snap.safetensors"),
+                       doctest::Contains("block_size = 32 and n_embd = 48 but the position embedding has shape"),
+                       Error);
+  metadata = models::gpt_metadata(model.config);
+  metadata.erase("n_head");
+  CHECK_THROWS_WITH_AS(models::gpt_config_from_snapshot(metadata, tensors, "snap.safetensors"),
+                       doctest::Contains("n_head"), Error);
 }
 
 TEST_CASE("load_recipe_state_dict drops the recipe's causal masks and refuses any other mask") {
