@@ -1,6 +1,8 @@
 #include "log/metrics_log.h"
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 
 #include "core/error.h"
 
@@ -14,6 +16,15 @@ MetricsLog::MetricsLog(const std::string& path, std::vector<std::string> columns
   SG_CHECK(file_.is_open(), "metrics log: cannot create '", path, "'");
   for (size_t i = 0; i < columns_.size(); ++i) file_ << (i ? "," : "") << columns_[i];
   file_ << "\n";
+  flush_or_fail();
+}
+
+// A full disk or a vanished mount shows up only when the buffer reaches the file, so every row is
+// flushed and checked: a run whose log stopped recording fails naming the file instead of
+// finishing with rows missing.
+void MetricsLog::flush_or_fail() {
+  file_.flush();
+  SG_CHECK(file_.good(), "metrics log: cannot write to '", path_, "': ", std::strerror(errno));
 }
 
 void MetricsLog::write(const std::map<std::string, std::string>& row) {
@@ -26,7 +37,7 @@ void MetricsLog::write(const std::map<std::string, std::string>& row) {
     file_ << (i ? "," : "") << (it == row.end() ? "" : it->second);
   }
   file_ << "\n";
-  file_.flush();  // a crashed run still leaves its rows
+  flush_or_fail();  // also leaves a crashed run its rows
 }
 
 }  // namespace sg::data

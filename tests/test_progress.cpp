@@ -63,3 +63,9 @@ TEST_CASE("the metrics log writes a header and rows with empty cells for absent 
   CHECK(text.str() == "step,epoch,loss,accuracy\n1,0,2.3,\n,0,,0.81\n");
   std::remove(path.c_str());
 }
+
+TEST_CASE("the metrics log reports a full disk naming the file instead of losing rows") {
+  // /dev/full accepts the open and fails every write with ENOSPC, as a full disk does.
+  CHECK_THROWS_WITH_AS(data::MetricsLog("/dev/full", {"step", "loss"}),
+                       doctest::Contains("metrics log: cannot write to '/dev/full': No space left on device"), Error);
+}
