@@ -1,5 +1,6 @@
 #include "data/jpeg_decoder.h"
 
+#include <algorithm>
 #include <csetjmp>
 #include <cstddef>
 #include <cstdio>
@@ -53,6 +54,10 @@
 // limit. Encoders write 6 (grey) to 10 (colour) scans with libjpeg's standard script; we stop at
 // kMaxScans, as libjpeg-turbo's djpeg -maxscans and other decoders do (nvImageCodec: 256), from
 // libjpeg's progress monitor, which libjpeg calls while it reads the scans.
+// A count alone still lets a large image cost minutes: each scan is a pass over every block, so
+// 256 scans over 12000 x 12000 pixels took 65 s. The cap therefore also bounds the work, scans
+// times pixels, to what kScansAtPixelLimit scans over the largest image allowed (max_pixels)
+// would cost: a few seconds at most, and more scans than encoders write at any size.
 
 namespace sg::data {
 
@@ -64,9 +69,17 @@ struct ErrorManager {
   std::jmp_buf jump;
   char message[JMSG_LENGTH_MAX];
   bool too_many_scans = false;  // the failure is ours (Note [A cap on progressive scans]), not libjpeg's
+  int64_t max_scans = 0;        // set once the header gives the image's size
 };
 
-constexpr int kMaxScans = 256;
+constexpr int64_t kMaxScans = 256;
+constexpr int64_t kScansAtPixelLimit = 16;
+
+// Note [A cap on progressive scans]: kMaxScans, or fewer for an image so large that the scans
+// would cost more than kScansAtPixelLimit passes over an image of max_pixels.
+int64_t scan_cap(int64_t pixels, int64_t max_pixels) {
+  return std::clamp(kScansAtPixelLimit * max_pixels / std::max<int64_t>(pixels, 1), kScansAtPixelLimit, kMaxScans);
+}
 
 [[noreturn]] void fail(j_common_ptr cinfo) {
   auto* errors = reinterpret_cast<ErrorManager*>(cinfo->err);
@@ -80,11 +93,11 @@ void on_message(j_common_ptr cinfo, int level) {
   if (level < 0 && cinfo->err->msg_code == JWRN_JPEG_EOF) fail(cinfo);
 }
 
-// libjpeg's progress monitor: fails a progressive file once it is past kMaxScans.
+// libjpeg's progress monitor: fails a progressive file once it is past its scan cap.
 void check_scan_count(j_common_ptr common) {
   auto* cinfo = reinterpret_cast<j_decompress_ptr>(common);
-  if (!cinfo->progressive_mode || cinfo->input_scan_number <= kMaxScans) return;
   auto* errors = reinterpret_cast<ErrorManager*>(cinfo->err);
+  if (!cinfo->progressive_mode || cinfo->input_scan_number <= errors->max_scans) return;
   errors->too_many_scans = true;
   std::longjmp(errors->jump, 1);
 }
@@ -162,8 +175,10 @@ Tensor decode_jpeg(std::span<const uint8_t> bytes, const std::string& name, int6
   Decoder decoder;
   const auto libjpeg_failure = [&] {
     if (decoder.errors.too_many_scans)
-      return detail::concat("read_image: cannot decode '", name, "': a progressive JPEG of more than ", kMaxScans,
-                            " scans (encoders write about 10; so many is a corrupt file or a decoding-time bomb)");
+      return detail::concat("read_image: cannot decode '", name, "': a progressive JPEG of more than ",
+                            decoder.errors.max_scans, " scans over ", decoder.cinfo.image_width, " x ",
+                            decoder.cinfo.image_height,
+                            " pixels (encoders write about 10; so many is a corrupt file or a decoding-time bomb)");
     return detail::concat("read_image: cannot decode '", name, "': libjpeg says '", decoder.errors.message,
                           "' (a truncated, corrupt or unsupported file)");
   };
@@ -171,6 +186,7 @@ Tensor decode_jpeg(std::span<const uint8_t> bytes, const std::string& name, int6
   jpeg_decompress_struct& cinfo = decoder.cinfo;
   const int64_t height = cinfo.image_height, width = cinfo.image_width;
   check_pixel_limit(name, width, height, max_pixels);
+  decoder.errors.max_scans = scan_cap(width * height, max_pixels);
   const int components = cinfo.num_components;
   SG_CHECK(components == 1 || components == 3 || components == 4, "read_image: cannot decode '", name, "': a JPEG of ",
            components, " colour components (PIL, and so read_image, decodes 1, 3 or 4)");

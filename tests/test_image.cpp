@@ -301,10 +301,13 @@ TEST_CASE("a JPEG whose header claims more pixels than the limit is refused befo
                        doctest::Contains("'bomb.jpg' claims 60000 x 50000 pixels, more than the 178956970"), Error);
 }
 
-TEST_CASE("a progressive JPEG of more than 256 scans is refused, however small its scans") {
-  // The decoding-time bomb of Note [A cap on progressive scans] in data/jpeg_decoder.cpp: the
-  // reference progressive file with its last scan (start-of-scan marker to the end-of-image
-  // marker) repeated. libjpeg decodes the repeats, warning of a bogus progression.
+namespace {
+
+// The decoding-time bomb of Note [A cap on progressive scans] in data/jpeg_decoder.cpp: the
+// reference progressive file (9 x 19 pixels, 10 scans) with its last scan (start-of-scan marker to
+// the end-of-image marker) repeated up to `total` scans. libjpeg decodes the repeats, warning of a
+// bogus progression.
+std::string progressive_jpeg_with_scans(size_t total) {
   const std::vector<uint8_t>& file = test::jpeg_reference::kCases[5].file;
   const std::string text(file.begin(), file.end());
   size_t scans = 0;
@@ -312,17 +315,34 @@ TEST_CASE("a progressive JPEG of more than 256 scans is refused, however small i
   REQUIRE(scans == 10);
   const size_t last_scan = text.rfind("\xFF\xDA");
   const std::string head = text.substr(0, text.size() - 2), repeated = text.substr(last_scan, head.size() - last_scan);
-  const auto with_scans = [&](size_t total) {
-    std::string bomb = head;
-    for (size_t extra = scans; extra < total; ++extra) bomb += repeated;
-    return bomb + "\xFF\xD9";
-  };
-  const std::string at_cap = with_scans(256), past_cap = with_scans(257);
+  std::string bomb = head;
+  for (size_t extra = scans; extra < total; ++extra) bomb += repeated;
+  return bomb + "\xFF\xD9";
+}
+
+}  // namespace
+
+TEST_CASE("a progressive JPEG of more than 256 scans is refused, however small its scans") {
+  const std::string at_cap = progressive_jpeg_with_scans(256), past_cap = progressive_jpeg_with_scans(257);
   CHECK(data::decode_image(as_bytes(at_cap), "256.jpg").sizes() == Shape{9, 19, 3});
   CHECK_THROWS_WITH_AS(data::decode_image(as_bytes(past_cap), "257.jpg"),
-                       "read_image: cannot decode '257.jpg': a progressive JPEG of more than 256 scans (encoders "
-                       "write about 10; so many is a corrupt file or a decoding-time bomb)",
+                       "read_image: cannot decode '257.jpg': a progressive JPEG of more than 256 scans over 19 x 9 "
+                       "pixels (encoders write about 10; so many is a corrupt file or a decoding-time bomb)",
                        Error);
+}
+
+TEST_CASE("an image at the pixel limit may have 16 progressive scans: the cap bounds scans times pixels") {
+  // 12000 x 12000 pixels over 256 scans cost 65 s to decode, inside both the pixel limit and the
+  // scan count; so an image as large as the limit gets 16 scans. Lowering the limit to the
+  // reference file's own 171 pixels puts it at the limit without a 178-megapixel file.
+  const int64_t limit = 9 * 19;
+  CHECK(data::decode_image(as_bytes(progressive_jpeg_with_scans(16)), "16.jpg", limit).sizes() == Shape{9, 19, 3});
+  CHECK_THROWS_WITH_AS(data::decode_image(as_bytes(progressive_jpeg_with_scans(17)), "17.jpg", limit),
+                       doctest::Contains("a progressive JPEG of more than 16 scans over 19 x 9 pixels"), Error);
+  CHECK(data::decode_image(as_bytes(progressive_jpeg_with_scans(32)), "32.jpg", 2 * limit).sizes() ==
+        Shape{9, 19, 3});  // twice the limit: twice the scans
+  CHECK_THROWS_WITH_AS(data::decode_image(as_bytes(progressive_jpeg_with_scans(33)), "33.jpg", 2 * limit),
+                       doctest::Contains("more than 32 scans"), Error);
 }
 
 TEST_CASE("a BMP whose pixel rows run past the end of the file, or start inside its headers, is refused") {
