@@ -90,7 +90,13 @@ std::vector<std::shared_ptr<Module>> Module::children() const {
 }
 
 std::vector<std::pair<std::string, std::shared_ptr<Module>>> Module::named_modules() {
-  std::vector<std::pair<std::string, std::shared_ptr<Module>>> out{{"", shared_from_this()}};
+  // A module on the stack, or a member of another object, has no shared_ptr owning it, and
+  // shared_from_this would throw a bare std::bad_weak_ptr. It is listed through a pointer that owns
+  // nothing (the aliasing constructor with an empty owner): valid while the module lives, as a
+  // reference to it would be.
+  std::shared_ptr<Module> self = weak_from_this().lock();
+  if (!self) self = std::shared_ptr<Module>(std::shared_ptr<Module>(), this);
+  std::vector<std::pair<std::string, std::shared_ptr<Module>>> out{{"", self}};
   for (const auto& [name, child] : children_)
     for (auto& [sub_name, module] : child->named_modules())
       out.emplace_back(sub_name.empty() ? name : name + "." + sub_name, module);

@@ -42,7 +42,8 @@ public:
   TensorList buffers(bool recurse = true) const;
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> named_children() const { return children_; }
   std::vector<std::shared_ptr<Module>> children() const;
-  // This module (named "") and every descendant, depth first, in registration order.
+  // This module (named "") and every descendant, depth first, in registration order. A module no
+  // shared_ptr owns (one on the stack) is listed through a pointer that does not own it.
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> named_modules();
   // Calls fn on every descendant, then on this module (PyTorch's order).
   void apply(const std::function<void(Module&)>& fn);

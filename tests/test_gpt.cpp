@@ -265,6 +265,12 @@ public:
 
 }  // namespace
 
+TEST_CASE("create_optimizer takes a GPT built on the stack") {
+  GPT model(nano(11, 8));
+  const auto optimizer = models::create_optimizer(model, {.learning_rate = 3e-4, .weight_decay = 0.1});
+  CHECK(optimizer->num_param_groups() == 2);
+}
+
 TEST_CASE("create_optimizer names a parameter that falls in neither group or in both") {
   auto neither = std::make_shared<Unsplittable>(false);
   CHECK_THROWS_WITH_AS(models::create_optimizer(*neither, {}),

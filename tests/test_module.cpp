@@ -54,6 +54,15 @@ TEST_CASE("named_modules lists every descendant with its path") {
   CHECK(modules[2].second.get() == block->second.get());
 }
 
+TEST_CASE("named_modules works on a module no shared_ptr owns (on the stack)") {
+  Block block;
+  auto modules = block.named_modules();
+  REQUIRE(modules.size() == 3);
+  CHECK(modules[0].second.get() == &block);
+  CHECK(modules[0].second.use_count() == 0);  // lists the module without owning it
+  CHECK(modules[2].second.get() == block.second.get());
+}
+
 TEST_CASE("a name can be registered only once") {
   struct Twice : nn::Module {
     Twice() {
