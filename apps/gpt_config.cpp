@@ -3,10 +3,12 @@
 #include <yaml-cpp/yaml.h>
 
 #include <functional>
+#include <map>
 #include <optional>
 #include <type_traits>
 
 #include "core/error.h"
+#include "data/dataloader.h"
 
 namespace sg::apps::gpt {
 namespace {
@@ -76,12 +78,32 @@ const Key* find_key(const std::vector<Key>& keys, const std::string& section, co
 // The recipe's file may carry Hydra's own section (where Hydra runs), which configures nothing here.
 constexpr const char* kHydraSection = "hydra";
 
+// Where each value came from, so that an error blames the command-line override that set a key,
+// not the file that did not.
+struct Origins {
+  std::string path;
+  std::map<std::string, std::string> overrides;  // "section.key" -> the override's text
+
+  std::string of(const std::string& key) const {
+    const auto it = overrides.find(key);
+    return it == overrides.end() ? "config " + path : "override '" + it->second + "'";
+  }
+};
+
+template <typename T>
+void check_at_least(const Origins& origins, const std::string& key, T value, T minimum) {
+  SG_CHECK(value >= minimum, origins.of(key), ": ", key, " must be >= ", minimum, ", got ", value);
+}
+
+// The sizes a model_type stands for (models::GPTConfig resolves them; n_layer, n_head, n_embd win).
+constexpr const char* kModelSizes[] = {"n_layer", "n_head", "n_embd"};
+
 RunConfig config_from(YAML::Node root, const std::string& path, const std::vector<std::string>& overrides) {
   RunConfig config;
   const std::vector<Key> keys = keys_of(config);
   SG_CHECK(root.IsMap(), "config ", path,
            ": expected sections data_config, gpt_config, trainer_config, optimizer_config");
-  bool model_type_overridden = false, shape_overridden = false;
+  Origins origins{path, {}};
   for (const std::string& text : overrides) {
     const size_t equals = text.find('='), dot = text.find('.');
     SG_CHECK(equals != std::string::npos && dot != std::string::npos && dot < equals, "override '", text,
@@ -90,13 +112,15 @@ RunConfig config_from(YAML::Node root, const std::string& path, const std::vecto
     SG_CHECK(find_key(keys, section, name) != nullptr, "override '", text, "': unknown key ", section, ".", name,
              " (known keys: ", known_keys(keys, ""), ")");
     root[section][name] = YAML::Load(text.substr(equals + 1));
-    model_type_overridden |= section == "gpt_config" && name == "model_type";
-    shape_overridden |= section == "gpt_config" && (name == "n_layer" || name == "n_head" || name == "n_embd");
+    origins.overrides[section + "." + name] = text;
   }
-  // The recipe lets n_layer / n_head / n_embd win over model_type; a model_type given on the
-  // command line is meant to count, so it replaces the file's sizes (unless they are overridden too).
-  if (model_type_overridden && !shape_overridden && root["gpt_config"])
-    for (const char* size : {"n_layer", "n_head", "n_embd"}) root["gpt_config"].remove(size);
+  // The recipe lets n_layer / n_head / n_embd win over model_type. A model_type given on the
+  // command line is meant to count, so the file's sizes go. Sizes given on the command line beside
+  // it stay, and GPTConfig refuses a partial set: `model_type=gpt-nano n_layer=2` is an error, not
+  // the file's width with 2 layers.
+  if (origins.overrides.contains("gpt_config.model_type") && root["gpt_config"])
+    for (const char* size : kModelSizes)
+      if (!origins.overrides.contains(std::string("gpt_config.") + size)) root["gpt_config"].remove(size);
 
   for (const auto& section : root) {
     const std::string section_name = section.first.as<std::string>();
@@ -110,26 +134,30 @@ RunConfig config_from(YAML::Node root, const std::string& path, const std::vecto
       const Key* k = find_key(keys, section_name, name);
       SG_CHECK(k != nullptr, "config ", path, ": unknown key ", section_name, ".", name, " (known keys in ",
                section_name, ": ", known_keys(keys, section_name), ")");
+      const std::string full_name = section_name + "." + name;
       try {
         SG_CHECK(entry.second.IsScalar(), "");
         k->read(entry.second);
       } catch (const std::exception&) {
-        throw sg::Error("config " + path + ": " + section_name + "." + name + " must be " + k->kind + ", got '" +
+        throw sg::Error(origins.of(full_name) + ": " + full_name + " must be " + k->kind + ", got '" +
                         YAML::Dump(entry.second) + "'");
       }
     }
   }
   const TrainerConfig& t = config.trainer;
-  SG_CHECK(
-      t.max_epochs >= 1 && t.batch_size >= 1 && t.save_every >= 1 && t.data_loader_workers >= 0 && t.sample_tokens >= 0,
-      "config ", path,
-      ": trainer_config.max_epochs, batch_size and save_every must be >= 1, "
-      "data_loader_workers and sample_tokens >= 0");
-  SG_CHECK(t.grad_norm_clip > 0, "config ", path, ": trainer_config.grad_norm_clip must be > 0, got ",
-           t.grad_norm_clip);
-  SG_CHECK(t.amp_dtype == "f16" || t.amp_dtype == "bf16", "config ", path,
+  check_at_least<int64_t>(origins, "trainer_config.max_epochs", t.max_epochs, 1);
+  check_at_least<int64_t>(origins, "trainer_config.batch_size", t.batch_size, 1);
+  check_at_least<int64_t>(origins, "trainer_config.save_every", t.save_every, 1);
+  check_at_least<int64_t>(origins, "trainer_config.data_loader_workers", t.data_loader_workers, 0);
+  check_at_least<int64_t>(origins, "trainer_config.sample_tokens", t.sample_tokens, 0);
+  SG_CHECK(t.data_loader_workers <= data::kMaxLoaderWorkers, origins.of("trainer_config.data_loader_workers"),
+           ": trainer_config.data_loader_workers must be at most ", data::kMaxLoaderWorkers, " (threads), got ",
+           t.data_loader_workers);
+  SG_CHECK(t.grad_norm_clip > 0, origins.of("trainer_config.grad_norm_clip"),
+           ": trainer_config.grad_norm_clip must be > 0, got ", t.grad_norm_clip);
+  SG_CHECK(t.amp_dtype == "f16" || t.amp_dtype == "bf16", origins.of("trainer_config.amp_dtype"),
            ": trainer_config.amp_dtype must be f16 or bf16, got '", t.amp_dtype, "'");
-  SG_CHECK(config.data.train_split > 0 && config.data.train_split <= 1, "config ", path,
+  SG_CHECK(config.data.train_split > 0 && config.data.train_split <= 1, origins.of("data_config.train_split"),
            ": data_config.train_split must lie in (0, 1], got ", config.data.train_split);
   return config;
 }

@@ -83,6 +83,15 @@ std::string format_fixed(double value, int decimals) {
   return text;
 }
 
+// For the start line: a run whose epochs after `epochs_run` include no multiple of save_every
+// writes no snapshot, which a user would otherwise find out only at the end.
+std::string no_snapshot_note(const TrainerConfig& trainer, int64_t epochs_run) {
+  const int64_t first_saved = (epochs_run / trainer.save_every + 1) * trainer.save_every;
+  if (first_saved <= trainer.max_epochs) return "";
+  return sg::detail::concat(", no snapshot will be written (save_every ", trainer.save_every, ", last epoch ",
+                            trainer.max_epochs, ")");
+}
+
 // What a snapshot must carry besides the weights to rebuild the model (models::gpt_metadata) and
 // decode its output (the vocabulary).
 sg::optim::Metadata model_metadata(const sg::models::ResolvedGPTConfig& gpt,
@@ -184,7 +193,7 @@ int train(const RunConfig& config, const AppOptions& app) {
   accelerator.print(accelerator.num_processes(), " process(es) x ", app.threads, " thread(s) on ", accelerator.device(),
                     ", ", trainer.batch_size, " sequences of ", gpt_config.block_size, " tokens per process and step, ",
                     parts[0]->size(), " training / ", parts[1]->size(), " test sequences",
-                    trainer.use_amp ? ", autocast " + trainer.amp_dtype : "");
+                    trainer.use_amp ? ", autocast " + trainer.amp_dtype : "", no_snapshot_note(trainer, epochs_run));
 
   const sg::amp::GradScaler& scaler = accelerator.scaler();
   sg::data::MetricsLog log(accelerator.is_main_process() ? trainer.log_path : "",

@@ -5,6 +5,7 @@
 #include <exception>
 #include <map>
 #include <mutex>
+#include <system_error>
 #include <thread>
 #include <utility>
 
@@ -70,7 +71,12 @@ public:
         next_to_deliver_(start.first_batch) {
     try {
       for (int w = 0; w < num_workers; ++w) workers_.emplace_back([this] { work(); });
-    } catch (...) {  // could not start every thread: stop those that did start
+    } catch (const std::system_error& error) {  // could not start every thread: stop those that did start
+      const size_t started = workers_.size();
+      stop_and_join();
+      throw Error(detail::concat("DataLoader: the system started ", started, " of num_workers = ", num_workers,
+                                 " worker threads, then refused: ", error.what()));
+    } catch (...) {
       stop_and_join();
       throw;
     }
@@ -249,7 +255,8 @@ DataLoader::DataLoader(std::shared_ptr<const Dataset> dataset, DataLoaderOptions
     : dataset_(std::move(dataset)),
       options_(std::move(options)),
       batch_sampler_(choose_batch_sampler(checked(dataset_), options_)) {
-  SG_CHECK(options_.num_workers >= 0, "DataLoader: num_workers must be non-negative, got ", options_.num_workers);
+  SG_CHECK(options_.num_workers >= 0 && options_.num_workers <= kMaxLoaderWorkers,
+           "DataLoader: num_workers must lie in [0, ", kMaxLoaderWorkers, "] (threads), got ", options_.num_workers);
   SG_CHECK(options_.prefetch_factor >= 1, "DataLoader: prefetch_factor must be at least 1, got ",
            options_.prefetch_factor);
   if (!options_.collate) options_.collate = default_collate;

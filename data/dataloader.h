@@ -65,6 +65,11 @@ public:
   virtual void pass_ends() = 0;
 };
 
+// The most worker threads a DataLoader starts: far more than any machine's cores, and few enough
+// that asking for more is a clear error here rather than the system's "Resource temporarily
+// unavailable" after thousands of threads.
+constexpr int kMaxLoaderWorkers = 1024;
+
 // Defaults are torch's, except the explicit shuffling seed (DESIGN: every draw is seeded).
 struct DataLoaderOptions {
   int64_t batch_size = 1;

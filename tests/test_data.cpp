@@ -308,6 +308,13 @@ TEST_CASE("a DataLoader asked for batches on a GPU that is not there fails at co
                        contains(cuda::unavailable_reason()), Error);
 }
 
+TEST_CASE("a DataLoader refuses a negative number of workers, or more threads than kMaxLoaderWorkers") {
+  CHECK_THROWS_WITH_AS(data::DataLoader(small_dataset(), {.num_workers = -1}),
+                       "DataLoader: num_workers must lie in [0, 1024] (threads), got -1", Error);
+  CHECK_THROWS_WITH_AS(data::DataLoader(small_dataset(), {.num_workers = 1000000}),
+                       "DataLoader: num_workers must lie in [0, 1024] (threads), got 1000000", Error);
+}
+
 TEST_CASE("a shuffled DataLoader is reproducible by seed, reshuffles each epoch and replays one by set_epoch") {
   auto dataset = small_dataset();
   const data::DataLoaderOptions options{.batch_size = 10, .shuffle = true, .seed = 11};

@@ -104,6 +104,62 @@ TEST_CASE("train_gpt names an unknown override key, a value of the wrong type an
   CHECK(test::contains(run.output, "unknown section 'model_config'"));
 }
 
+TEST_CASE("train_gpt blames a bad value on the override that set it, naming the key, or on the file") {
+  test::TempDir dir;
+  Run run = train_gpt({"trainer_config.max_epochs=0"});
+  CHECK(run.exit_code == 1);
+  CHECK(test::contains(run.output,
+                       "override 'trainer_config.max_epochs=0': trainer_config.max_epochs must be >= 1, "
+                       "got 0"));
+  run = train_gpt({"trainer_config.data_loader_workers=1000000"});
+  CHECK(test::contains(run.output,
+                       "override 'trainer_config.data_loader_workers=1000000': "
+                       "trainer_config.data_loader_workers must be at most 1024 (threads), got 1000000"));
+  run = train_gpt({"trainer_config.batch_size=1.5"});
+  CHECK(test::contains(run.output,
+                       "override 'trainer_config.batch_size=1.5': trainer_config.batch_size must be an "
+                       "integer, got '1.5'"));
+  const std::string config = dir.path() + "/config.yaml";
+  std::ofstream(config) << "trainer_config:\n  save_every: 0\n";
+  run = train_gpt({"--config", config, "trainer_config.max_epochs=3"});
+  CHECK(test::contains(run.output, "config " + config + ": trainer_config.save_every must be >= 1, got 0"));
+}
+
+TEST_CASE("a model_type on the command line replaces the file's sizes, and a mix with one size is refused") {
+  // The file describes a 6-layer model of width 192. gpt-nano on the command line is gpt-nano (3
+  // layers of width 48); with n_layer=2 beside it, the sizes would come from two models, and GPTConfig
+  // refuses a partial set of sizes rather than build the file's 6.8M-parameter width with 2 layers.
+  test::TempDir dir;
+  const std::string config = dir.path() + "/config.yaml";
+  std::ofstream(config) << "gpt_config:\n  n_layer: 6\n  n_head: 6\n  n_embd: 192\n";
+  std::vector<std::string> args = small_run(dir.path(), "m", 16, 1);
+  args.insert(args.begin(), {"--config", config});
+  Run run = train_gpt(args);
+  INFO(run.output);
+  REQUIRE(run.exit_code == 0);
+  const SafetensorsFile snapshot = load_safetensors(dir.path() + "/m.safetensors");
+  CHECK(snapshot.tensors.at("model.emb_stem.tok_emb.weight").size(1) == 48);
+  CHECK(snapshot.tensors.contains("model.blocks.2.ln1.weight"));
+  CHECK_FALSE(snapshot.tensors.contains("model.blocks.3.ln1.weight"));
+  args.push_back("gpt_config.n_layer=2");
+  run = train_gpt(args);
+  CHECK(run.exit_code == 1);
+  CHECK(test::contains(run.output,
+                       "give all of n_layer, n_head and n_embd, or none (model_type 'gpt-nano' then "
+                       "picks them); got 1 of them"));
+}
+
+TEST_CASE("train_gpt's start line says when save_every leaves the run without a snapshot") {
+  test::TempDir dir;
+  std::vector<std::string> args = small_run(dir.path(), "s", 16, 1);
+  args.push_back("trainer_config.save_every=3");
+  const Run run = train_gpt(args);
+  INFO(run.output);
+  REQUIRE(run.exit_code == 0);
+  CHECK(test::contains(run.output, "no snapshot will be written (save_every 3, last epoch 1)"));
+  CHECK_FALSE(std::filesystem::exists(dir.path() + "/s.safetensors"));
+}
+
 TEST_CASE("train_gpt names a data file that is missing, and refuses a snapshot directory that does not exist") {
   test::TempDir dir;
   Run run = train_gpt({"data_config.path=" + dir.path() + "/none.txt"});
