@@ -53,11 +53,14 @@ struct GradScalerOptions {
 };
 
 // What a checkpoint keeps (the fields of torch's GradScaler.state_dict(), plus the skip count).
+// Apart from the options because it is the run's record, not its configuration: the options'
+// `enabled` and `agree_across_ranks` belong to the process, not to the file. Its defaults are the
+// options' own, so the two cannot disagree on a fresh scaler.
 struct GradScalerState {
-  double scale = 65536.0;
-  double growth_factor = 2.0;
-  double backoff_factor = 0.5;
-  int64_t growth_interval = 2000;
+  double scale = GradScalerOptions{}.init_scale;
+  double growth_factor = GradScalerOptions{}.growth_factor;
+  double backoff_factor = GradScalerOptions{}.backoff_factor;
+  int64_t growth_interval = GradScalerOptions{}.growth_interval;
   int64_t growth_tracker = 0;  // clean steps since the scale last changed
   int64_t skipped_steps = 0;
 
