@@ -12,15 +12,21 @@ case "${1:-}" in
   --all) all=1 ;;
   *) echo "usage: scripts/test.sh [--all]" >&2; exit 2 ;;
 esac
-scripts/setup.sh
-scripts/check-format.sh  # cheap, so first: the sources follow .clang-format
-scripts/build.sh
-scripts/tensorboard-venv.sh  # tests/test_summary_writer.cpp reads event files back with TensorBoard
+# Runs one step and says how long it took, so a slow step shows in the log.
+step() {
+  local started=$SECONDS
+  "$@"
+  echo "test.sh: '$*' took $((SECONDS - started)) s (${SECONDS} s so far)"
+}
 jobs=$(nproc 2>/dev/null || echo 2)
-(cd build && ctest --output-on-failure -j"$jobs")
+step scripts/setup.sh
+step scripts/check-format.sh  # cheap, so first: the sources follow .clang-format
+step scripts/build.sh
+step scripts/tensorboard-venv.sh  # tests/test_summary_writer.cpp reads event files back with TensorBoard
+step ctest --test-dir build --output-on-failure -j"$jobs"
 [ $all = 1 ] || exit 0
-scripts/tsan-test.sh  # in build-tsan/
-scripts/fuzz.sh --all 30
-scripts/multinode-test.sh build  # it says SKIPPED where it cannot have root or namespaces
-scripts/gpu-bundle.sh  # build-gpu/ and gpu-bundle/
-scripts/gpu-check.sh gpu-bundle build/gpu-check  # without a GPU: the bundle loads, runs and fits the carry
+step scripts/tsan-test.sh  # in build-tsan/
+step scripts/fuzz.sh --all 30
+step scripts/multinode-test.sh build  # it says SKIPPED where it cannot have root or namespaces
+step scripts/gpu-bundle.sh            # build-gpu/ and gpu-bundle/
+step scripts/gpu-check.sh gpu-bundle build/gpu-check  # without a GPU: the bundle loads, runs and fits the carry
