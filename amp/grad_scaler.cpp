@@ -44,8 +44,7 @@ GradScalerState GradScalerState::from_json(const std::string& text) {
             value.at("backoff_factor").get<double>(),  value.at("growth_interval").get<int64_t>(),
             value.at("growth_tracker").get<int64_t>(), value.at("skipped_steps").get<int64_t>()};
   } catch (const nlohmann::json::exception& error) {
-    throw Error(
-        detail::concat("GradScalerState::from_json: not a saved GradScaler state (", error.what(), "): ", text));
+    SG_FAIL("GradScalerState::from_json: not a saved GradScaler state (", error.what(), "): ", text);
   }
 }
 

@@ -139,8 +139,7 @@ RunConfig config_from(YAML::Node root, const std::string& path, const std::vecto
         SG_CHECK(entry.second.IsScalar(), "");
         k->read(entry.second);
       } catch (const std::exception&) {
-        throw sg::Error(origins.of(full_name) + ": " + full_name + " must be " + k->kind + ", got '" +
-                        YAML::Dump(entry.second) + "'");
+        SG_FAIL(origins.of(full_name), ": ", full_name, " must be ", k->kind, ", got '", YAML::Dump(entry.second), "'");
       }
     }
   }
@@ -170,7 +169,7 @@ RunConfig load_config(const std::string& path, const std::vector<std::string>& o
   try {
     return config_from(YAML::LoadFile(path), path, overrides);
   } catch (const YAML::Exception& error) {
-    throw sg::Error("config " + path + ": " + error.what());
+    SG_FAIL("config ", path, ": ", error.what());
   }
 }
 

@@ -172,7 +172,7 @@ int train(const RunConfig& config, const AppOptions& app) {
     try {
       sample_prompt = dataset->vocabulary().encode(sg::data::decode_utf8(trainer.sample_prompt, "sample_prompt"));
     } catch (const sg::Error& error) {
-      throw sg::Error(std::string("trainer_config.sample_prompt: ") + error.what());
+      SG_FAIL("trainer_config.sample_prompt: ", error.what());
     }
   }
   const sg::optim::Metadata model_info = model_metadata(gpt->config, dataset->vocabulary());

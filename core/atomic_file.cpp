@@ -87,7 +87,7 @@ void write_file_atomically(const std::string& path, const std::function<void(con
              " over it failed: ", last_error());
     temp.renamed = true;
   } catch (const std::exception& error) {
-    throw Error(detail::concat("write ", path, ": ", error.what(), " (the old file, if any, is unchanged)"));
+    SG_FAIL("write ", path, ": ", error.what(), " (the old file, if any, is unchanged)");
   }
   sync_directory_of(path);
 }

@@ -66,7 +66,7 @@ template <typename T> using opmath_t = typename OpMath<T>::type;
     switch (dtype) {                                                                       \
       SG_DISPATCH_CASE(f32, fn) SG_DISPATCH_CASE(f64, fn) SG_DISPATCH_CASE(f16, fn)        \
       SG_DISPATCH_CASE(bf16, fn)                                                           \
-      default: throw ::sg::Error(::sg::detail::concat(op_name, ": expected a floating dtype, got ", dtype)); \
+      default: SG_FAIL(op_name, ": expected a floating dtype, got ", dtype); \
     }                                                                                      \
   }()
 
@@ -77,7 +77,7 @@ template <typename T> using opmath_t = typename OpMath<T>::type;
       SG_DISPATCH_CASE(bf16, fn) SG_DISPATCH_CASE(i64, fn) SG_DISPATCH_CASE(i32, fn)       \
       SG_DISPATCH_CASE(u8, fn) SG_DISPATCH_CASE(boolean, fn)                               \
     }                                                                                      \
-    throw ::sg::Error(::sg::detail::concat(op_name, ": unknown dtype"));                   \
+    SG_FAIL(op_name, ": unknown dtype");                   \
   }()
 
 // Numeric dtypes only (no bool): arithmetic such as sum or mul.
@@ -87,7 +87,7 @@ template <typename T> using opmath_t = typename OpMath<T>::type;
       SG_DISPATCH_CASE(f32, fn) SG_DISPATCH_CASE(f64, fn) SG_DISPATCH_CASE(f16, fn)        \
       SG_DISPATCH_CASE(bf16, fn) SG_DISPATCH_CASE(i64, fn) SG_DISPATCH_CASE(i32, fn)       \
       SG_DISPATCH_CASE(u8, fn)                                                             \
-      default: throw ::sg::Error(::sg::detail::concat(op_name, ": not supported for dtype ", dtype)); \
+      default: SG_FAIL(op_name, ": not supported for dtype ", dtype); \
     }                                                                                      \
   }()
 // clang-format on

@@ -1,5 +1,5 @@
 #pragma once
-// defines: sg::Error, SG_CHECK — the one way syncgrad reports bad input.
+// defines: sg::Error, SG_CHECK, SG_FAIL — the one way syncgrad reports bad input.
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -24,8 +24,12 @@ std::string concat(const Parts&... parts) {
 
 }  // namespace sg
 
-// SG_CHECK(cond, "op: ", x, " vs ", y) throws sg::Error with the concatenated message.
-#define SG_CHECK(cond, ...)                                            \
-  do {                                                                 \
-    if (!(cond)) throw ::sg::Error(::sg::detail::concat(__VA_ARGS__)); \
+// SG_FAIL("op: ", x, " vs ", y) throws sg::Error with the concatenated message: for a failure
+// with no condition left to test (an unknown case, a caught exception given a name and a file).
+#define SG_FAIL(...) throw ::sg::Error(::sg::detail::concat(__VA_ARGS__))
+
+// SG_CHECK(cond, "op: ", x, " vs ", y) fails, as SG_FAIL, unless cond holds.
+#define SG_CHECK(cond, ...)            \
+  do {                                 \
+    if (!(cond)) SG_FAIL(__VA_ARGS__); \
   } while (0)

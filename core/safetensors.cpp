@@ -32,7 +32,7 @@ constexpr const char* kMetadataKey = "__metadata__";
 const char* dtype_code(DType dtype) {
   for (const auto& [d, code] : kDTypeCodes)
     if (d == dtype) return code;
-  throw Error(detail::concat("safetensors: no code for dtype ", dtype));
+  SG_FAIL("safetensors: no code for dtype ", dtype);
 }
 
 // Elements in row-major order on the CPU: `t` itself when it already is, else a kernel-level copy
@@ -61,7 +61,7 @@ std::string header_text(const std::map<std::string, Tensor>& tensors,
   try {
     text = header.dump();
   } catch (const json::exception& error) {  // a name or value that is not valid UTF-8
-    throw Error(detail::concat("save_safetensors: ", path, ": the header cannot be written as JSON: ", error.what()));
+    SG_FAIL("save_safetensors: ", path, ": the header cannot be written as JSON: ", error.what());
   }
   text.append((8 - text.size() % 8) % 8, ' ');
   return text;

@@ -74,8 +74,8 @@ public:
     } catch (const std::system_error& error) {  // could not start every thread: stop those that did start
       const size_t started = workers_.size();
       stop_and_join();
-      throw Error(detail::concat("DataLoader: the system started ", started, " of num_workers = ", num_workers,
-                                 " worker threads, then refused: ", error.what()));
+      SG_FAIL("DataLoader: the system started ", started, " of num_workers = ", num_workers,
+              " worker threads, then refused: ", error.what());
     } catch (...) {
       stop_and_join();
       throw;

@@ -18,8 +18,8 @@ std::string find_file(const std::string& root, const std::string& name) {
   const std::filesystem::path compressed = raw.string() + ".gz";
   if (std::filesystem::exists(compressed)) return compressed.string();
   if (std::filesystem::exists(raw)) return raw.string();
-  throw Error(detail::concat("FashionMNIST: neither ", compressed.string(), " nor ", raw.string(),
-                             " exists; install the Debian package dataset-fashion-mnist (scripts/setup.sh does)"));
+  SG_FAIL("FashionMNIST: neither ", compressed.string(), " nor ", raw.string(),
+          " exists; install the Debian package dataset-fashion-mnist (scripts/setup.sh does)");
 }
 
 TensorDataset load(const std::string& root, bool train) {

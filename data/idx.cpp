@@ -38,8 +38,7 @@ size_t read_some(gzFile file, const std::string& path, void* dst, size_t count) 
     if (got < 0) {
       int code = 0;
       const char* message = gzerror(file, &code);
-      throw Error(
-          detail::concat("read_idx: ", path, ": read failed (", code == Z_ERRNO ? std::strerror(errno) : message, ")"));
+      SG_FAIL("read_idx: ", path, ": read failed (", code == Z_ERRNO ? std::strerror(errno) : message, ")");
     }
     if (got == 0) break;
     done += static_cast<size_t>(got);

@@ -11,8 +11,10 @@
 #include <thread>
 #include <utility>
 
+#include "core/atomic_file.h"
 #include "core/error.h"
 #include "core/factory.h"
+#include "data/char_dataset.h"
 #include "data/image.h"
 #include "data/plain_copy.h"
 #include "data/sampler.h"
@@ -100,7 +102,7 @@ ImageFolderListing list_image_folder(const std::string& root) {
   try {
     return list_classes_and_files(root);
   } catch (const fs::filesystem_error& failure) {  // an unreadable folder below the root, say
-    throw Error(detail::concat("ImageFolder: cannot list '", root, "': ", failure.what()));
+    SG_FAIL("ImageFolder: cannot list '", root, "': ", failure.what());
   }
 }
 
@@ -134,6 +136,28 @@ Example ImageFolder::get_augmented(int64_t index, Generator& generator) const {
   return {std::move(image), label_tensor(file.label)};
 }
 
+namespace {
+
+// The label -> name map as JSON ({"0": "daisy", ...}, labels in order, as the recipe's), written
+// atomically. JSON holds UTF-8 text only, and a folder name is any bytes: a name that is not UTF-8
+// is refused naming the folder, before the first epoch rather than as a bare JSON exception.
+void write_class_indices(const std::string& path, const std::string& root, const std::vector<std::string>& classes) {
+  nlohmann::ordered_json indices = nlohmann::ordered_json::object();
+  for (size_t label = 0; label < classes.size(); ++label) {
+    try {
+      decode_utf8(classes[label], "name");
+    } catch (const Error& error) {
+      SG_FAIL("split_image_folder: the class folder '", root, "/", classes[label], "' cannot be named in ", path,
+              ": its name is not UTF-8 (", error.what(), "); rename the folder");
+    }
+    indices[std::to_string(label)] = classes[label];
+  }
+  const std::string text = indices.dump(4) + "\n";
+  write_file_atomically(path, [&](const ByteWriter& write) { write(text.data(), text.size()); });
+}
+
+}  // namespace
+
 ImageFolderSplit split_image_folder(const std::string& root, double val_fraction, uint64_t seed,
                                     const std::string& class_indices_path, std::ostream* report) {
   SG_CHECK(val_fraction >= 0.0 && val_fraction <= 1.0, "split_image_folder: val_fraction must be in [0, 1], got ",
@@ -160,15 +184,7 @@ ImageFolderSplit split_image_folder(const std::string& root, double val_fraction
   if (report)
     *report << listing.files.size() << " images were found in '" << root << "': " << split.train.size()
             << " for training, " << split.val.size() << " for validation\n";
-  if (!class_indices_path.empty()) {
-    nlohmann::ordered_json indices = nlohmann::ordered_json::object();  // labels in order, as the recipe's
-    for (size_t label = 0; label < listing.classes.size(); ++label)
-      indices[std::to_string(label)] = listing.classes[label];
-    std::ofstream file(class_indices_path);
-    file << indices.dump(4) << "\n";
-    file.close();
-    SG_CHECK(!file.fail(), "split_image_folder: cannot write '", class_indices_path, "'");
-  }
+  if (!class_indices_path.empty()) write_class_indices(class_indices_path, root, listing.classes);
   split.classes = std::move(listing.classes);
   return split;
 }

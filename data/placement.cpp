@@ -14,7 +14,7 @@ Allocator& pinned_allocator() {
   if constexpr (kCudaBuild) {
     if (cuda::is_available()) return cuda::pinned_host_allocator();
   }
-  throw Error(detail::concat("pin_memory: page-locked memory needs a GPU: ", cuda::unavailable_reason()));
+  SG_FAIL("pin_memory: page-locked memory needs a GPU: ", cuda::unavailable_reason());
 }
 }  // namespace
 

@@ -151,8 +151,7 @@ ProcessGroupGloo::ProcessGroupGloo(std::shared_ptr<TcpStore> store, int rank, in
   try {
     context->connectFullMesh(prefixed, device);
   } catch (const std::exception& e) {
-    SG_CHECK(false, "ProcessGroupGloo (rank ", rank, " of ", size,
-             "): connecting to the other ranks failed: ", e.what());
+    SG_FAIL("ProcessGroupGloo (rank ", rank, " of ", size, "): connecting to the other ranks failed: ", e.what());
   }
   context_ = context;
   if (size > 1) {
@@ -218,8 +217,8 @@ void ProcessGroupGloo::run_one(GlooWork& work, int64_t sequence, const Descripti
       throw;  // ours (e.g. the fingerprint mismatch) already says everything
     } catch (const std::exception& e) {
       broken_ = "rank " + std::to_string(rank()) + ": " + description.str(sequence) + " failed: " + e.what();
-      SG_CHECK(false, "ProcessGroupGloo (rank ", rank(), " of ", size(), "): ", description.str(sequence),
-               " failed: ", e.what(), "\n  ", diagnose_failure(*store_, rank(), size(), sequence));
+      SG_FAIL("ProcessGroupGloo (rank ", rank(), " of ", size(), "): ", description.str(sequence),
+              " failed: ", e.what(), "\n  ", diagnose_failure(*store_, rank(), size(), sequence));
     }
   } catch (...) {
     error = std::current_exception();

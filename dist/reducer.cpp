@@ -181,10 +181,10 @@ void Reducer::finish_with_every_parameter_used(const std::vector<size_t>& unused
   if (!unused.empty()) {
     std::ostringstream names;
     for (size_t i = 0; i < unused.size(); ++i) names << (i ? ", " : "") << "'" << names_[unused[i]] << "'";
-    SG_CHECK(false, "DistributedDataParallel (rank ", group_.rank(), "): ", unused.size(),
-             " parameter(s) received no gradient in this backward: ", names.str(),
-             ". If the forward does not use them every step, construct DDP with find_unused_parameters = true; "
-             "otherwise make sure the loss depends on them.");
+    SG_FAIL("DistributedDataParallel (rank ", group_.rank(), "): ", unused.size(),
+            " parameter(s) received no gradient in this backward: ", names.str(),
+            ". If the forward does not use them every step, construct DDP with find_unused_parameters = true; "
+            "otherwise make sure the loss depends on them.");
   }
   for (Bucket& bucket : buckets_) bucket.work->wait();
 }

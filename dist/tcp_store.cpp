@@ -152,7 +152,7 @@ std::vector<char> TcpStore::call(const std::vector<char>& request, const std::st
                   : detail::concat("lost the connection to the store at ", address_, " (", when, " key '", key,
                                    "'); rank 0, which hosts it, has probably exited");
     ::shutdown(socket_, SHUT_RDWR);
-    throw Error("TcpStore: " + broken_);
+    SG_FAIL("TcpStore: ", broken_);
   };
   uint8_t status = 0;
   if (const IoResult sent = send_all(socket_, request.data(), request.size(), deadline); sent != IoResult::ok)

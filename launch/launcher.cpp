@@ -270,8 +270,7 @@ std::string find_program(const std::string& name, int local_rank) {
     if (colon == std::string_view::npos) break;
     directories.remove_prefix(colon + 1);
   }
-  throw Error(
-      detail::concat("sgrun: cannot start '", name, "' for local rank ", local_rank, ": no such program on PATH"));
+  SG_FAIL("sgrun: cannot start '", name, "' for local rank ", local_rank, ": no such program on PATH");
 }
 
 // Everything the new worker process does between fork and exec (Note [sgrun's process model]):
@@ -330,8 +329,8 @@ void WorkerGroup::spawn(int local_rank, int port, int restart_count) {
   if (pid < 0 || exec_error != 0) {
     ::close(out_read);
     ::close(err_read);
-    throw Error(detail::concat("sgrun: cannot start '", options_.command.front(), "' for local rank ", local_rank, ": ",
-                               std::strerror(pid < 0 ? fork_error : exec_error)));
+    SG_FAIL("sgrun: cannot start '", options_.command.front(), "' for local rank ", local_rank, ": ",
+            std::strerror(pid < 0 ? fork_error : exec_error));
   }
   if (process_group_ == 0) process_group_ = pid;
   const int rank = options_.node_rank * options_.nproc_per_node + local_rank;
@@ -395,7 +394,7 @@ AttemptResult WorkerGroup::supervise(SignalPipe& signals) {
       timeout_ms = static_cast<int>(std::max<int64_t>(left.count(), 0));
     }
     if (::poll(polled.data(), polled.size(), timeout_ms) < 0 && errno != EINTR)
-      throw Error(detail::concat("sgrun: poll failed: ", std::strerror(errno)));
+      SG_FAIL("sgrun: poll failed: ", std::strerror(errno));
 
     for (const int signal : signals.take()) {
       // A repeated signal changes nothing: one event often arrives twice (`timeout` signals its

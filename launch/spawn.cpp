@@ -68,8 +68,8 @@ void spawn(const std::function<void(int rank)>& fn, int nprocs, const SpawnOptio
   LaunchFailure failure;
   if (launch(launch_options, &failure) == 0) return;
   SG_CHECK(failure.rank >= 0, "dist::spawn: interrupted by ", failure.how, "; the ", nprocs, " processes were stopped");
-  SG_CHECK(false, "dist::spawn: rank ", failure.rank, " of ", nprocs, " failed (", failure.how,
-           "); the others were stopped. Its last lines of stderr:\n", failure.last_output);
+  SG_FAIL("dist::spawn: rank ", failure.rank, " of ", nprocs, " failed (", failure.how,
+          "); the others were stopped. Its last lines of stderr:\n", failure.last_output);
 }
 
 }  // namespace sg::dist

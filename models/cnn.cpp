@@ -42,7 +42,7 @@ Tensor BasicNet::forward(const Tensor& input) {
 std::shared_ptr<nn::Module> make_fashion_mnist_model(const std::string& name) {
   if (name == "cnn") return CNN();
   if (name == "basicnet") return std::make_shared<BasicNet>();
-  throw Error("make_fashion_mnist_model: unknown model '" + name + "' (choices: cnn, basicnet)");
+  SG_FAIL("make_fashion_mnist_model: unknown model '", name, "' (choices: cnn, basicnet)");
 }
 
 int64_t count_parameters(const nn::Module& model) {

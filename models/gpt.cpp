@@ -79,7 +79,7 @@ GPTShape gpt_preset(const std::string& model_type) {
     if (name == model_type) return shape;
   std::string choices;
   for (const std::string& name : gpt_preset_names()) choices += (choices.empty() ? "" : ", ") + name;
-  throw Error("GPTConfig: unknown model_type '" + model_type + "' (choices: " + choices + ")");
+  SG_FAIL("GPTConfig: unknown model_type '", model_type, "' (choices: ", choices, ")");
 }
 
 ResolvedGPTConfig resolve_gpt_config(const GPTConfig& config) {

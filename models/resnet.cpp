@@ -139,7 +139,7 @@ std::shared_ptr<ResNet> make_resnet(const std::string& name, ResNetOptions optio
   if (name == "resnet18") return resnet18(options);
   if (name == "resnet34") return resnet34(options);
   if (name == "resnet50") return resnet50(options);
-  throw Error("make_resnet: unknown model '" + name + "' (choices: resnet18, resnet34, resnet50)");
+  SG_FAIL("make_resnet: unknown model '", name, "' (choices: resnet18, resnet34, resnet50)");
 }
 
 }  // namespace sg::models

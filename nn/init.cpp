@@ -88,7 +88,7 @@ double calculate_gain(Nonlinearity nonlinearity, std::optional<double> param) {
     }
     case Nonlinearity::selu: return 0.75;
   }
-  throw Error("init::calculate_gain: unknown nonlinearity");
+  SG_FAIL("init::calculate_gain: unknown nonlinearity");
 }
 
 std::pair<int64_t, int64_t> calculate_fan_in_and_fan_out(const Tensor& t) {

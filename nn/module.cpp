@@ -10,7 +10,7 @@
 namespace sg::nn {
 
 Tensor Module::forward(const Tensor&) {
-  throw Error(type_name() + ": this module has no single-tensor forward; call its own forward(...)");
+  SG_FAIL(type_name(), ": this module has no single-tensor forward; call its own forward(...)");
 }
 
 void Module::check_new_name(const std::string& name) const {

@@ -70,7 +70,7 @@ Metadata load_checkpoint(const std::string& path, nn::Module& model, Optimizer* 
     if (strict && !stray.empty()) {
       std::string names;
       for (const auto& name : stray) names += (names.empty() ? "" : ", ") + name;
-      throw Error("tensors outside 'model.' and 'optimizer.': " + names);
+      SG_FAIL("tensors outside 'model.' and 'optimizer.': ", names);
     }
     model.load_state_dict(model_state, strict);
     if (optimizer != nullptr) {
@@ -79,12 +79,12 @@ Metadata load_checkpoint(const std::string& path, nn::Module& model, Optimizer* 
       try {
         parse_optimizer_json(it->second, optimizer_state);
       } catch (const json::exception& error) {
-        throw Error(detail::concat("the optimizer's metadata is not what save_checkpoint writes: ", error.what()));
+        SG_FAIL("the optimizer's metadata is not what save_checkpoint writes: ", error.what());
       }
       optimizer->load_state_dict(optimizer_state);
     }
   } catch (const Error& error) {
-    throw Error(detail::concat("load_checkpoint: ", path, ": ", error.what()));
+    SG_FAIL("load_checkpoint: ", path, ": ", error.what());
   }
   file.metadata.erase(kOptimizerKey);
   return file.metadata;

@@ -179,7 +179,7 @@ void run(const std::string& scenario, const std::string& out, const test::Worker
   else if (scenario == "train")
     train(out, arg(3), std::stoll(arg(4)), std::stoll(arg(5)), std::stoi(arg(6)), arg(7) == "even", std::stoi(arg(8)));
   else if (scenario == "resume") resume(out, arg(3), std::stoll(arg(4)));
-  else SG_CHECK(false, "unknown scenario '", scenario, "'");
+  else SG_FAIL("unknown scenario '", scenario, "'");
 }
 
 }  // namespace

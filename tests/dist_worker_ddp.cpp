@@ -309,7 +309,7 @@ int main(int argc, char** argv) {
     else if (scenario == "scaler") scaler_agreement();
     else if (scenario == "scaler_local") scaler_local_gradient();
     else if (scenario == "accelerator") accelerator_ranks(out);
-    else SG_CHECK(false, "unknown scenario '", scenario, "'");
+    else SG_FAIL("unknown scenario '", scenario, "'");
     dist::destroy_process_group();
   } catch (const std::exception& e) {
     std::cerr << "rank " << dist::get_rank() << ": " << e.what() << "\n";

@@ -70,7 +70,7 @@ void run(const std::string& scenario, const std::string& out, const test::Worker
   if (scenario == "train") train(out, arg(3), std::stoll(arg(4)), std::stoi(arg(5)));
   else if (scenario == "resume") resume(out, arg(3), std::stoll(arg(4)));
   else if (scenario == "metrics") metrics(out, std::stoll(arg(3)));
-  else SG_CHECK(false, "unknown scenario '", scenario, "'");
+  else SG_FAIL("unknown scenario '", scenario, "'");
 }
 
 }  // namespace

@@ -2,6 +2,7 @@
 // generators (Note [Per-example random draws] in data/dataset.h) with random image transforms.
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <map>
 #include <set>
 #include <sstream>
@@ -233,4 +234,22 @@ TEST_CASE("write_image_folder writes each image under its class as PNG or JPEG, 
                        doctest::Contains("image 0 has label 2 but there are 1 class names"), Error);
   CHECK_THROWS_WITH_AS(data::write_image_folder(dir.path(), images, labels, names, 7, data::ImageFormat::png, 1),
                        doctest::Contains("count 7 is not in [0, 6]"), Error);
+}
+
+TEST_CASE("split_image_folder refuses a class folder whose name is not UTF-8, naming it, and keeps the old JSON") {
+  // JSON holds UTF-8 text; a folder name is any bytes. nlohmann::json would throw a bare
+  // type_error mid-write; the folder is named instead, and the previous class_indices.json stays.
+  test::TempDir dir;
+  const std::string root = write_classes(dir, {{"daisy", 2},
+                                               {"ros\xff"
+                                                "es",
+                                                2}});
+  const std::string json_path = dir.path() + "/class_indices.json";
+  std::ofstream(json_path) << "{\"0\": \"previous\"}\n";
+  const std::string expected = "split_image_folder: the class folder '" + root + "/ros\xff" +
+                               "es' cannot be named in " + json_path + ": its name is not UTF-8";
+  CHECK_THROWS_WITH_AS(data::split_image_folder(root, 0.5, 0, json_path, nullptr), doctest::Contains(expected.c_str()),
+                       Error);
+  std::ifstream json_file(json_path);
+  CHECK(std::string(std::istreambuf_iterator<char>(json_file), {}) == "{\"0\": \"previous\"}\n");
 }

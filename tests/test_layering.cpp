@@ -112,3 +112,18 @@ TEST_CASE("the CUDA runtime includes no kernel layer, and outside core/cuda/ onl
   }
   CHECK_MESSAGE(violations.empty(), "the core/ sub-layers (docs/decisions.md) are broken:\n", violations);
 }
+
+TEST_CASE("a failure without a condition is SG_FAIL, not SG_CHECK(false, ...) or a hand-built sg::Error") {
+  // One spelling for "fail here with this message" (core/error.h) keeps the reporting path one
+  // a reader can follow; a rethrown, already-built message (throw Error(message)) is not a new
+  // failure. core/error.h defines SG_FAIL itself.
+  const std::filesystem::path root = SG_SOURCE_DIR;
+  const std::regex hand_built(R"(SG_CHECK\(false|throw\s+(::)?(sg::)?Error\((.*concat\(|.*"\s*\+))");
+  std::string violations;
+  for (const auto& entry : kMayInclude)
+    for_each_line(root, entry.first, [&](const std::string& file, int line_number, const std::string& line) {
+      if (file != "core/error.h" && std::regex_search(line, hand_built))
+        violations += file + ":" + std::to_string(line_number) + "\n";
+    });
+  CHECK_MESSAGE(violations.empty(), "use SG_FAIL(...) at:\n", violations);
+}

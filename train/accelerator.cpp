@@ -52,7 +52,7 @@ void restore_entry(const std::string& path, const optim::Metadata& metadata, con
   try {
     restore(metadata.at(key));
   } catch (const std::exception& error) {  // sg::Error and nlohmann::json's exceptions
-    throw Error(detail::concat("Accelerator::load_state: ", path, ": metadata '", key, "': ", error.what()));
+    SG_FAIL("Accelerator::load_state: ", path, ": metadata '", key, "': ", error.what());
   }
 }
 

@@ -64,7 +64,7 @@ void in_checkpoint_folder(const fs::path& folder, Work&& work) {
   try {
     work();
   } catch (const fs::filesystem_error& error) {
-    throw Error(detail::concat("Trainer: writing checkpoint ", folder.string(), ": ", error.what()));
+    SG_FAIL("Trainer: writing checkpoint ", folder.string(), ": ", error.what());
   }
 }
 
@@ -133,7 +133,7 @@ TrainerCheckpoint read_checkpoint_folder(Accelerator& accelerator, nn::Module& m
                        loop.at("last_logged_step").get<int64_t>()};
     return checkpoint;
   } catch (const std::exception& error) {
-    throw Error(detail::concat("Trainer: ", path, ": ", error.what()));
+    SG_FAIL("Trainer: ", path, ": ", error.what());
   }
 }
 

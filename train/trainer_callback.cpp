@@ -51,7 +51,7 @@ TrainerState TrainerState::from_json(const std::string& text) {
       state.best_model_checkpoint = json.at("best_model_checkpoint").get<std::string>();
     return state;
   } catch (const nlohmann::json::exception& error) {
-    throw Error(detail::concat("TrainerState::from_json: ", error.what()));
+    SG_FAIL("TrainerState::from_json: ", error.what());
   }
 }
 

@@ -286,8 +286,8 @@ bool try_run(const Call& call, const TensorList& inputs, const Tensor& output, c
   try {
     run(*plan, contiguous_inputs, output);
   } catch (const dnnl::error& error) {
-    throw Error(detail::concat(op_name, ": oneDNN failed (", error.what(), ") on input ", shape_str(call.input),
-                               " and weight ", shape_str(call.weight)));
+    SG_FAIL(op_name, ": oneDNN failed (", error.what(), ") on input ", shape_str(call.input), " and weight ",
+            shape_str(call.weight));
   }
   return true;
 }

@@ -48,7 +48,7 @@ Algorithm choose(const Perf* ranked, int count, cudnnConvolutionDescriptor_t con
       if (workspace_size(perf.algo, &bytes) == CUDNN_STATUS_SUCCESS) return {static_cast<int>(perf.algo), bytes};
     }
   }
-  throw Error(::sg::detail::concat(op_name, ": cuDNN has no algorithm for these shapes and dtype ", dtype));
+  SG_FAIL(op_name, ": cuDNN has no algorithm for these shapes and dtype ", dtype);
 }
 
 // Everything a convolution call describes: input [N, C, H, W], weight [K, C / G, R, S], out

@@ -24,8 +24,8 @@ void* open_cublas() {
     if (void* library = dlopen(name, RTLD_NOW | RTLD_LOCAL)) return library;
   }
   const char* reason = dlerror();
-  throw Error(::sg::detail::concat("cuBLAS: cannot open ", SG_CUBLAS_SONAME, " (nor in ", SG_CUBLAS_DIR,
-                                   "), needed for matmul on a GPU: ", reason ? reason : "unknown dlopen error"));
+  SG_FAIL("cuBLAS: cannot open ", SG_CUBLAS_SONAME, " (nor in ", SG_CUBLAS_DIR,
+          "), needed for matmul on a GPU: ", reason ? reason : "unknown dlopen error");
 }
 
 template <typename Function>
@@ -55,8 +55,8 @@ const CublasLibrary& cublas() {
 
 namespace detail {
 void throw_cublas_error(cublasStatus_t status, const char* call, const char* file, int line) {
-  throw Error(::sg::detail::concat("cuBLAS error ", cublas().status_name(status), " (", cublas().status_string(status),
-                                   ") in ", call, " at ", file, ":", line));
+  SG_FAIL("cuBLAS error ", cublas().status_name(status), " (", cublas().status_string(status), ") in ", call, " at ",
+          file, ":", line);
 }
 }  // namespace detail
 

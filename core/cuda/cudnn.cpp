@@ -12,7 +12,7 @@ namespace sg::cuda {
 
 namespace detail {
 void throw_cudnn_error(cudnnStatus_t status, const char* call, const char* file, int line) {
-  throw Error(::sg::detail::concat("cuDNN error ", cudnnGetErrorString(status), " in ", call, " at ", file, ":", line));
+  SG_FAIL("cuDNN error ", cudnnGetErrorString(status), " in ", call, " at ", file, ":", line);
 }
 }  // namespace detail
 
@@ -48,7 +48,7 @@ cudnnDataType_t cudnn_data_type(DType dtype, const char* op_name) {
     case DType::bf16: return CUDNN_DATA_BFLOAT16;
     default: break;
   }
-  throw Error(::sg::detail::concat(op_name, ": cuDNN takes f32, f64, f16 or bf16 tensors, got ", dtype));
+  SG_FAIL(op_name, ": cuDNN takes f32, f64, f16 or bf16 tensors, got ", dtype);
 }
 
 int cudnn_int(int64_t value, const char* op_name) {

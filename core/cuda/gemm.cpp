@@ -92,9 +92,8 @@ cudaDataType cuda_type(DType dtype) {
     case DType::bf16: return CUDA_R_16BF;
     default: break;
   }
-  throw Error(
-      ::sg::detail::concat("gemm: CUDA multiplies floating matrices only (cuBLAS has no ", dtype,
-                           " product), as PyTorch; convert the operands to a floating dtype or compute on the CPU"));
+  SG_FAIL("gemm: CUDA multiplies floating matrices only (cuBLAS has no ", dtype,
+          " product), as PyTorch; convert the operands to a floating dtype or compute on the CPU");
 }
 
 int to_int(int64_t value, const Tensor& a, const Tensor& b) {

@@ -8,9 +8,7 @@
 namespace sg::cuda {
 
 namespace {
-[[noreturn]] void unavailable(const char* what) {
-  throw Error(detail::concat("cuda::", what, ": ", unavailable_reason()));
-}
+[[noreturn]] void unavailable(const char* what) { SG_FAIL("cuda::", what, ": ", unavailable_reason()); }
 }  // namespace
 
 bool is_available() { return false; }

@@ -13,8 +13,8 @@ namespace sg::cuda {
 namespace detail {
 void throw_cuda_error(cudaError_t status, const char* call, const char* file, int line) {
   cudaGetLastError();  // clears the error unless it is sticky (then the context is lost anyway)
-  throw Error(::sg::detail::concat("CUDA error ", cudaGetErrorName(status), " (", cudaGetErrorString(status), ") in ",
-                                   call, " at ", file, ":", line));
+  SG_FAIL("CUDA error ", cudaGetErrorName(status), " (", cudaGetErrorString(status), ") in ", call, " at ", file, ":",
+          line);
 }
 }  // namespace detail
 
@@ -47,7 +47,7 @@ const Probe& probe() {
 }
 
 void require_available(const char* what) {
-  if (!is_available()) throw Error(::sg::detail::concat("cuda::", what, ": ", unavailable_reason()));
+  if (!is_available()) SG_FAIL("cuda::", what, ": ", unavailable_reason());
 }
 }  // namespace
 

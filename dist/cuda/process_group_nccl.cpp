@@ -233,7 +233,7 @@ ProcessGroupNCCL::ProcessGroupNCCL(std::shared_ptr<TcpStore> store, int rank, in
   try {
     SG_NCCL_CHECK(ncclCommInitRank(&comm_, size, id, rank));
   } catch (const Error& e) {
-    SG_CHECK(false, prefix(), ": joining the NCCL communicator failed: ", e.what());
+    SG_FAIL(prefix(), ": joining the NCCL communicator failed: ", e.what());
   }
   SG_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
   watchdog_ = std::thread([this] { watchdog_loop(); });
@@ -285,7 +285,7 @@ WorkPtr ProcessGroupNCCL::launch(CollectiveDescription description, std::vector<
     // The other ranks may have queued their side already and wait for ours: nothing later can
     // match up, so the group is done for.
     broken_ = ::sg::detail::concat("rank ", rank(), ": ", work->description().str(sequence), " failed: ", e.what());
-    SG_CHECK(false, prefix(), ": ", work->description().str(sequence), " failed: ", e.what());
+    SG_FAIL(prefix(), ": ", work->description().str(sequence), " failed: ", e.what());
   }
   work->done().record_on(stream_);
   next_sequence_ = sequence + 1;
