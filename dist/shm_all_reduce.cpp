@@ -12,7 +12,6 @@
 #include <cerrno>
 #include <climits>
 #include <csignal>
-#include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <new>
@@ -45,8 +44,27 @@
 // Counters are 32-bit atomics in the shared header, written with release and read with acquire.
 // A waiting rank spins a little, then sleeps on the counter with futex (the cross-process kind),
 // woken by the writer; every 100 ms it checks the peer it waits for is still alive (same machine,
-// same pid namespace: connect() checks both) and it gives up at the timeout. The segments' names
-// are removed as soon as every rank has mapped them, so a crash leaves nothing in /dev/shm.
+// same pid namespace: connect() checks both) and it gives up at the timeout. The segments have no
+// names, so that nothing outlives the job (Note [Segments with no name]).
+//
+// Note [Segments with no name]
+// A segment must not outlive its job, however a rank ends: a SIGTERM from sgrun or a scheduler
+// (which ends a process without running destructors), a SIGKILL, a crash, at any moment. Named
+// segments (shm_open) cannot promise it: between a segment's creation and the unlink of its name
+// the ranks wait for each other through the store, and a rank stopped there left its 12 MB in
+// /dev/shm until reboot. Blocking signals over that window cannot hold off a SIGKILL, and a
+// launcher that removes the names after its workers exit helps neither ranks started by anything
+// else (threads, torchrun, Slurm) nor a launcher that is itself killed.
+// So a segment is anonymous memory (memfd_create), which the kernel frees when the last process
+// that maps it or holds its descriptor is gone; there is nothing to remove, in any window. A peer
+// attaches by opening the creator's descriptor as /proc/<pid>/fd/<n>, a path the creator publishes
+// in the store: that opens the same memory again, which the kernel allows between processes of
+// one user (it checks what reading the creator's memory would need; a process made undumpable
+// refuses it, and the group then uses Gloo, saying why).
+// The creator keeps the descriptor open until every rank has mapped the segment or given up, and
+// closes it as connect() returns. A restarted group makes new segments, which cannot meet the old
+// ones. The header carries the group's random id, checked after mapping, so a path that now names
+// something else (its creator died and the pid was reused) is refused, never used.
 
 namespace sg::dist {
 
@@ -54,6 +72,7 @@ struct SharedMemoryAllReduce::Header {
   alignas(64) std::atomic<uint32_t> arrived{0};
   alignas(64) std::atomic<uint32_t> reduced{0};
   alignas(64) pid_t pid = 0;
+  uint64_t group = 0;       // the group's random id (Note [Segments with no name])
   uint64_t call_bytes = 0;  // the size of the all-reduce in progress, to catch ranks that disagree
 };
 
@@ -98,36 +117,58 @@ std::string machine_identity() {
   return boot_id + "/" + std::to_string(pid_namespace);
 }
 
-std::string segment_name(const std::string& base, int rank) { return base + "-" + std::to_string(rank); }
+// Maps the segment `fd` refers to; nullptr with `why_not` set on failure.
+void* map_segment(int fd, std::string& why_not) {
+  void* memory = ::mmap(nullptr, kSegmentBytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (memory != MAP_FAILED) return memory;
+  why_not = detail::concat("mmap: ", std::strerror(errno));
+  return nullptr;
+}
 
-// Maps the segment `name`, creating it (and reserving its memory, so a full /dev/shm is an error
-// here rather than a SIGBUS later) when `create`. nullptr with `why_not` set on failure.
-void* map_segment(const std::string& name, bool create, std::string& why_not) {
-  const int fd = create ? ::shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0600)
-                        : ::shm_open(name.c_str(), O_RDWR | O_CLOEXEC, 0);
+// A new segment of kSegmentBytes, mapped into `memory`, its memory reserved (so a lack of memory
+// is an error here rather than a SIGBUS later). Returns its descriptor, or -1 with `why_not` set.
+int create_segment(void*& memory, std::string& why_not) {
+  const int fd = ::memfd_create("syncgrad-shm-all-reduce", MFD_CLOEXEC);
   if (fd < 0) {
-    why_not = detail::concat("shm_open('", name, "'): ", std::strerror(errno));
+    why_not = detail::concat("memfd_create: ", std::strerror(errno));
+    return -1;
+  }
+  if (const int error = ::posix_fallocate(fd, 0, kSegmentBytes); error != 0)
+    why_not = detail::concat("cannot reserve ", kSegmentBytes >> 20, " MB of shared memory: ", std::strerror(error));
+  else memory = map_segment(fd, why_not);
+  if (memory != nullptr) return fd;
+  ::close(fd);
+  return -1;
+}
+
+// Maps the segment another rank created, through the path of its descriptor; nullptr with
+// `why_not` set on failure.
+void* open_segment(const std::string& path, std::string& why_not) {
+  const int fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
+  if (fd < 0) {
+    why_not = detail::concat("open('", path, "'): ", std::strerror(errno),
+                             " (the ranks must run as one user, and be dumpable)");
     return nullptr;
   }
   void* memory = nullptr;
   struct stat file {};
-  if (create) {
-    if (const int error = ::posix_fallocate(fd, 0, kSegmentBytes); error != 0)
-      why_not = detail::concat("cannot reserve ", kSegmentBytes >> 20, " MB in /dev/shm: ", std::strerror(error));
-  } else if (::fstat(fd, &file) != 0 || static_cast<size_t>(file.st_size) != kSegmentBytes) {
-    why_not = detail::concat("'", name, "' is not a segment of ", kSegmentBytes, " bytes");
-  }
-  if (why_not.empty()) {
-    memory = ::mmap(nullptr, kSegmentBytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    if (memory == MAP_FAILED) {
-      why_not = detail::concat("mmap of '", name, "': ", std::strerror(errno));
-      memory = nullptr;
-    }
-  }
+  if (::fstat(fd, &file) != 0 || static_cast<size_t>(file.st_size) != kSegmentBytes)
+    why_not = detail::concat("'", path, "' is not a segment of ", kSegmentBytes, " bytes");
+  else memory = map_segment(fd, why_not);
   ::close(fd);
-  if (memory == nullptr && create) ::shm_unlink(name.c_str());
   return memory;
 }
+
+// Our own segment's descriptor, closed when connect() returns or throws.
+struct OwnDescriptor {
+  int fd = -1;
+  OwnDescriptor() = default;
+  OwnDescriptor(const OwnDescriptor&) = delete;
+  OwnDescriptor& operator=(const OwnDescriptor&) = delete;
+  ~OwnDescriptor() {
+    if (fd >= 0) ::close(fd);
+  }
+};
 
 std::string text_of(const std::vector<char>& bytes) { return std::string(bytes.begin(), bytes.end()); }
 
@@ -141,17 +182,14 @@ std::unique_ptr<SharedMemoryAllReduce> SharedMemoryAllReduce::connect(TcpStore& 
                                                                       Unavailable& why_not) {
   if (rank == 0) {
     std::random_device random;
-    const uint64_t id = (uint64_t{random()} << 32) ^ random();
-    char base[40];
-    std::snprintf(base, sizeof base, "/syncgrad-%016llx", static_cast<unsigned long long>(id));
-    store.set("shm/name", std::vector<char>(base, base + std::strlen(base)));
+    const std::string id = std::to_string((uint64_t{random()} << 32) ^ random());
+    store.set("shm/group", std::vector<char>(id.begin(), id.end()));
   }
-  const std::string base = text_of(store.get("shm/name"));
+  const uint64_t group = std::stoull(text_of(store.get("shm/group")));
   const std::string identity = machine_identity();
   std::unique_ptr<SharedMemoryAllReduce> self(new SharedMemoryAllReduce(rank, size));
   self->segments_.assign(static_cast<size_t>(size), nullptr);
   self->pids_.assign(static_cast<size_t>(size), 0);
-  const std::string own_name = segment_name(base, rank);
   const auto publish = [&](const std::string& key, const std::string& answer) {
     store.set(key + std::to_string(rank), std::vector<char>(answer.begin(), answer.end()));
   };
@@ -159,45 +197,44 @@ std::unique_ptr<SharedMemoryAllReduce> SharedMemoryAllReduce::connect(TcpStore& 
     const std::string answer = text_of(store.get(key + std::to_string(r)));
     return answer.empty() ? std::string(1, kFailed) : answer;
   };
-  try {
-    // 1. Each rank creates its segment, or says why not.
-    std::string created(1, kNotHere);
-    if (!enabled) {
-      created += "it is turned off there (SG_SHM_ALLREDUCE=0)";
-    } else if (std::string failure; (self->segments_[rank] = map_segment(own_name, true, failure)) != nullptr) {
-      Header* header = new (self->segments_[rank]) Header;
-      header->pid = ::getpid();
-      created = kReady + identity;
-    } else {
-      created = kFailed + failure;
-    }
-    publish("shm/created/", created);
-    // 2. Each maps the others' (when every rank created one, on this machine).
-    std::string problem;  // as an answer: kFailed or kNotHere, then the reason
-    for (int r = 0; r < size && problem.empty(); ++r) {
-      const std::string theirs = answer_of("shm/created/", r);
-      if (theirs[0] != kReady) problem = theirs[0] + detail::concat("rank ", r, ": ", theirs.substr(1));
-      else if (theirs.substr(1) != identity)
-        problem = kNotHere + detail::concat("rank ", r, " runs on another machine");
-    }
-    for (int r = 0; r < size && problem.empty(); ++r) {
-      if (r == rank) continue;
-      std::string reason;
-      self->segments_[r] = map_segment(segment_name(base, r), false, reason);
-      if (self->segments_[r] == nullptr) problem = kFailed + detail::concat("rank ", rank, ": ", reason);
-      else self->pids_[r] = self->header(r).pid;
-    }
-    publish("shm/opened/", problem.empty() ? std::string(1, kReady) : problem);
-    // 3. Everyone has mapped our segment or given up: its name can go.
-    for (int r = 0; r < size; ++r) {
-      const std::string theirs = answer_of("shm/opened/", r);
-      if (theirs[0] != kReady && why_not.reason.empty()) why_not = {theirs.substr(1), theirs[0] == kFailed};
-    }
-  } catch (...) {
-    ::shm_unlink(own_name.c_str());
-    throw;
+  // 1. Each rank creates its segment and says where the others can open it, or says why not.
+  OwnDescriptor own;
+  std::string created(1, kNotHere);
+  if (!enabled) {
+    created += "it is turned off there (SG_SHM_ALLREDUCE=0)";
+  } else if (std::string failure; (own.fd = create_segment(self->segments_[rank], failure)) >= 0) {
+    Header* header = new (self->segments_[rank]) Header;
+    header->pid = ::getpid();
+    header->group = group;
+    publish("shm/path/", detail::concat("/proc/", header->pid, "/fd/", own.fd));
+    created = kReady + identity;
+  } else {
+    created = kFailed + failure;
   }
-  if (self->segments_[rank] != nullptr) ::shm_unlink(own_name.c_str());
+  publish("shm/created/", created);
+  // 2. Each maps the others' (when every rank created one, on this machine).
+  std::string problem;  // as an answer: kFailed or kNotHere, then the reason
+  for (int r = 0; r < size && problem.empty(); ++r) {
+    const std::string theirs = answer_of("shm/created/", r);
+    if (theirs[0] != kReady) problem = theirs[0] + detail::concat("rank ", r, ": ", theirs.substr(1));
+    else if (theirs.substr(1) != identity) problem = kNotHere + detail::concat("rank ", r, " runs on another machine");
+  }
+  for (int r = 0; r < size && problem.empty(); ++r) {
+    if (r == rank) continue;
+    std::string reason;
+    self->segments_[r] = open_segment(text_of(store.get("shm/path/" + std::to_string(r))), reason);
+    if (self->segments_[r] == nullptr)
+      problem = kFailed + detail::concat("rank ", rank, " mapping rank ", r, "'s segment: ", reason);
+    else if (self->header(r).group != group)
+      problem = kFailed + detail::concat("rank ", rank, ": what rank ", r, " published is not its segment");
+    else self->pids_[r] = self->header(r).pid;
+  }
+  publish("shm/opened/", problem.empty() ? std::string(1, kReady) : problem);
+  // 3. Everyone has mapped our segment or given up: our descriptor can go (as this returns).
+  for (int r = 0; r < size; ++r) {
+    const std::string theirs = answer_of("shm/opened/", r);
+    if (theirs[0] != kReady && why_not.reason.empty()) why_not = {theirs.substr(1), theirs[0] == kFailed};
+  }
   if (!why_not.reason.empty()) return nullptr;
   self->pids_[rank] = ::getpid();
   return self;

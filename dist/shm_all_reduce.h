@@ -21,17 +21,20 @@ public:
   // c[i] = a[i] (op) b[i] over n elements (ProcessGroupGloo's reduce functions).
   using ReduceFunction = std::function<void(void* c, const void* a, const void* b, size_t n)>;
 
-  // Why connect() gave no all-reduce, the same on every rank. A failure (/dev/shm missing or full)
-  // is worth telling the user; a choice (SG_SHM_ALLREDUCE=0) or a group that spans machines is not.
+  // Why connect() gave no all-reduce, the same on every rank. A failure (no memory to reserve, a
+  // segment the kernel will not let a peer open) is worth telling the user; a choice
+  // (SG_SHM_ALLREDUCE=0) or a group that spans machines is not.
   struct Unavailable {
     std::string reason;
     bool is_failure = false;
   };
 
   // Collective: every rank of the group (size >= 2) calls it, at the same point of the group's
-  // setup through `store`. Each rank maps a segment of its own and the others', and all of them
-  // agree through the store whether every rank could: nullptr (with `why_not` filled in) when one
-  // could not or `enabled` is false on some rank; the group then uses Gloo.
+  // setup through `store`. Each rank maps a segment of its own and the others' (anonymous memory,
+  // which no way of ending a process can leak: Note [Segments with no name] in
+  // dist/shm_all_reduce.cpp), and all of them agree through the store whether every rank could:
+  // nullptr (with `why_not` filled in) when one could not or `enabled` is false on some rank; the
+  // group then uses Gloo.
   static std::unique_ptr<SharedMemoryAllReduce> connect(TcpStore& store, int rank, int size, bool enabled,
                                                         Unavailable& why_not);
   ~SharedMemoryAllReduce();

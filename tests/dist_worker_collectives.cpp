@@ -1,4 +1,5 @@
-// One rank of tests/test_dist_collectives.cpp. Usage: dist_worker_collectives <scenario>
+// One rank of tests/test_dist_collectives.cpp (and, under sgrun, of tests/test_launcher.cpp's jobs
+// stopped while they set up). Usage: dist_worker_collectives <scenario>
 // Exit codes: 0 all checks passed, 1 a result was wrong (printed), 3 an sg::Error (printed).
 #include <chrono>
 #include <cmath>
@@ -93,6 +94,13 @@ int main(int argc, char** argv) {
       }
       Tensor t = ones({10});
       group.all_reduce(t)->wait();
+    } else if (scenario == "a_few_all_reduces") {
+      Tensor t = ones({1 << 18});
+      for (int step = 0; step < 20; ++step) group.all_reduce(t)->wait();
+      if (t.min().item() != std::pow(2.0, 20)) {
+        std::cout << "20 all-reduces of ones on 2 ranks gave " << t.min().item() << "\n";
+        ++failures;
+      }
     } else if (scenario == "never_joins") {
       // rank 0 gives up waiting for rank 1 at init
     } else {
