@@ -6,6 +6,7 @@
 #include <cmath>
 #include <filesystem>
 #include <numbers>
+#include <sstream>
 
 #include "dist_harness.h"
 #include "helpers.h"
@@ -344,6 +345,14 @@ test::RankResults run_scenario(int world, const std::vector<std::string>& args) 
 
 nn::StateDict load_parameters(const std::string& path) { return load_safetensors(path).tensors; }
 
+// The data set indices a samples_scenario process wrote, in order.
+std::vector<int64_t> recorded_indices(const std::string& path) {
+  std::vector<int64_t> indices;
+  std::istringstream lines(test::read_text(path));
+  for (int64_t index; lines >> index;) indices.push_back(index);
+  return indices;
+}
+
 }  // namespace
 
 TEST_CASE("the trainer on 2 processes reaches the hand-written loop's parameters, and only rank 0 prints the summary") {
@@ -375,6 +384,33 @@ TEST_CASE("on 2 processes a trainer run stopped mid-epoch and resumed ends with 
                              load_parameters(out.path() + "/resume.safetensors")) == 0);
   CHECK(parameter_difference(load_parameters(out.path() + "/full.safetensors"),
                              load_parameters(out.path() + "/stop.safetensors")) > 1e-4);
+}
+
+TEST_CASE("a trainer checkpoint of 2 processes resumes on 1 at the same global sample, or is refused naming both") {
+  // 4 examples per process and step: after step 3 the 2 processes have trained on positions
+  // 0 .. 23 of epoch 0's list (rank r on positions r, r + 2, ...). One process resumes at its
+  // batch 6 (24 / 4), not at batch 3.
+  test::TempDir out;
+  run_scenario(2, {"samples", out.path(), "stop", "4", "3", "fresh"});
+  // 24 is no multiple of 1 process x 5 examples.
+  const test::RankResults refused =
+      test::run_ranks(SG_DIST_WORKER_TRAINER, 1, {"samples", out.path(), "refused", "5", "0", "resume"});
+  CHECK(refused.exit_code(0) == 3);
+  CHECK(test::contains(refused.output(0), "checkpoint-3"));
+  CHECK(test::contains(refused.output(0), "saved by 2 processes at global sample 24 of epoch 0"));
+  CHECK(test::contains(refused.output(0), "1 process with 5 examples each"));
+  run_scenario(1, {"samples", out.path(), "resume", "4", "0", "resume"});
+
+  const std::vector<int64_t> epoch0 = data::DistributedSampler(kExamples, 1, 0, true, kSeed).indices(0);
+  const std::vector<int64_t> epoch1 = data::DistributedSampler(kExamples, 1, 0, true, kSeed).indices(1);
+  for (int64_t rank = 0; rank < 2; ++rank) {
+    std::vector<int64_t> expected;
+    for (int64_t position = rank; position < 24; position += 2) expected.push_back(epoch0[position]);
+    CHECK(recorded_indices(out.path() + "/stop_rank" + std::to_string(rank) + ".txt") == expected);
+  }
+  std::vector<int64_t> rest(epoch0.begin() + 24, epoch0.end());
+  rest.insert(rest.end(), epoch1.begin(), epoch1.end());
+  CHECK(recorded_indices(out.path() + "/resume_rank0.txt") == rest);
 }
 
 TEST_CASE("trainer compute_metrics on 2 processes sees exactly the 11 examples of the eval set, in order") {

@@ -26,7 +26,8 @@ std::string TrainerState::to_json() const {
                       {"log_history", log_history},
                       {"best_metric", nullptr},
                       {"best_global_step", nullptr},
-                      {"best_model_checkpoint", nullptr}};
+                      {"best_model_checkpoint", nullptr},
+                      {"world_size", world_size}};
   if (best_metric) json["best_metric"] = *best_metric;
   if (best_global_step) json["best_global_step"] = *best_global_step;
   if (!best_model_checkpoint.empty()) json["best_model_checkpoint"] = best_model_checkpoint;
@@ -41,6 +42,10 @@ TrainerState TrainerState::from_json(const std::string& text) {
     state.global_step = json.at("global_step").get<int64_t>();
     state.max_steps = json.at("max_steps").get<int64_t>();
     state.num_train_epochs = json.at("num_train_epochs").get<int64_t>();
+    const int64_t world_size = json.value("world_size", int64_t{0});  // 0: saved before it was recorded
+    SG_CHECK(!json.contains("world_size") || (world_size >= 1 && world_size <= std::numeric_limits<int>::max()),
+             "TrainerState::from_json: world_size ", world_size, " is not a number of processes");
+    state.world_size = static_cast<int>(world_size);
     for (const nlohmann::json& entry : json.at("log_history")) {
       Metrics& logs = state.log_history.emplace_back();
       for (const auto& [name, value] : entry.items()) logs[name] = number(value);
