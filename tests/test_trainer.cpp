@@ -8,6 +8,8 @@
 #include <numbers>
 #include <sstream>
 
+#include <nlohmann/json.hpp>
+
 #include "dist_harness.h"
 #include "helpers.h"
 #include "trainer_scenarios.h"
@@ -331,6 +333,67 @@ TEST_CASE("bad trainer arguments are errors naming the argument and its value") 
   dist::Trainer trainer(tiny_model(), args, data, classification_data(5, 8));
   CHECK_THROWS_WITH_AS(trainer.evaluate(),
                        doctest::Contains("metric_for_best_model is \"f1\", but evaluate() gave no 'eval_f1'"), Error);
+}
+
+TEST_CASE("a checkpoint whose step or position is out of range is refused naming the file and the field") {
+  test::TempDir out;
+  dist::TrainingArguments args = reference_arguments(out.path(), 16, 1);
+  args.max_steps = 3;
+  args.save_strategy = "steps";
+  args.save_steps = 2;
+  dist::Trainer(tiny_model(), args, classification_data(kExamples)).train();
+  const std::string folder = out.path() + "/checkpoint-2";
+  const std::string file = folder + "/state.safetensors";
+  const SafetensorsFile saved = load_safetensors(file);
+  args.resume_from_checkpoint = folder;
+  const auto refusal = [&] {
+    try {
+      dist::Trainer(tiny_model(), args, classification_data(kExamples)).train();
+    } catch (const Error& error) {
+      return std::string(error.what());
+    }
+    return std::string("(accepted)");
+  };
+  struct Case {
+    std::string entry, field;
+    int64_t value;
+  };
+  for (const Case& c : {Case{"trainer_state", "global_step", -5}, Case{"trainer_state", "max_steps", -1},
+                        Case{"trainer_loop", "batch", -1}, Case{"trainer_loop", "epoch", -2},
+                        Case{"trainer_loop", "sample", -4}, Case{"trainer_loop", "last_logged_step", -1}}) {
+    CAPTURE(c.entry);
+    CAPTURE(c.field);
+    std::map<std::string, std::string> metadata = saved.metadata;
+    nlohmann::json json = nlohmann::json::parse(metadata.at(c.entry));
+    json[c.field] = c.value;
+    metadata[c.entry] = json.dump();
+    save_safetensors(file, saved.tensors, metadata);
+    const std::string message = refusal();
+    CAPTURE(message);
+    CHECK(test::contains(message, file + ": metadata '" + c.entry + "'"));
+    CHECK(test::contains(message, c.field + " " + std::to_string(c.value)));
+  }
+  // The training loader's position in the Accelerator's own entry.
+  std::map<std::string, std::string> metadata = saved.metadata;
+  nlohmann::json loaders = nlohmann::json::parse(metadata.at("loaders"));
+  loaders[0]["batch"] = -3;
+  metadata["loaders"] = loaders.dump();
+  save_safetensors(file, saved.tensors, metadata);
+  const std::string message = refusal();
+  CHECK(test::contains(message, file + ": metadata 'loaders'"));
+  CHECK(test::contains(message, "loader 0: batch -3"));
+
+  // Written before the world size was recorded: resumed at its batch, as then.
+  metadata = saved.metadata;
+  for (const char* entry : {"trainer_state", "trainer_loop"}) {
+    nlohmann::json json = nlohmann::json::parse(metadata.at(entry));
+    json.erase("world_size");
+    json.erase("sample");
+    metadata[entry] = json.dump();
+  }
+  metadata["loaders"] = R"([{"batch":2,"epoch":0}])";
+  save_safetensors(file, saved.tensors, metadata);
+  CHECK(refusal() == "(accepted)");
 }
 
 namespace {

@@ -142,6 +142,8 @@ TrainerCheckpoint read_checkpoint_folder(Accelerator& accelerator, nn::Module& m
     const LoaderPosition next{loop.at("epoch").get<int64_t>(), loop.at("batch").get<int64_t>(),
                               checkpoint.state.world_size, loop.value("sample", int64_t{0})};
     const auto last_logged_step = loop.at("last_logged_step").get<int64_t>();
+    SG_CHECK(last_logged_step >= 0 && last_logged_step <= checkpoint.state.global_step, "last_logged_step ",
+             last_logged_step, " is not a step from 0 to global_step ", checkpoint.state.global_step);
     return LoopState{
         {next.epoch, batch_to_resume(train_batches, next, accelerator.gradient_accumulation_steps(), "the next batch")},
         loop.at("total_loss").get<double>(),

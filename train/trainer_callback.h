@@ -43,8 +43,8 @@ struct TrainerState {
   int world_size = 1;
   bool is_world_process_zero = true;  // the main process (not saved)
 
-  // HF's trainer_state.json (with world_size), readable by from_json (an sg::Error names what is
-  // missing).
+  // HF's trainer_state.json (with world_size), readable by from_json: an sg::Error names a field
+  // that is missing, or a count or step that is negative.
   std::string to_json() const;
   static TrainerState from_json(const std::string& text);
 };
