@@ -103,6 +103,8 @@ public:
 
   int64_t size() const { return batch_sampler_->size(); }  // batches per epoch
   const Dataset& dataset() const { return *dataset_; }
+  // What makes the batches: options.batch_sampler, or the one made from the other options.
+  const BatchSampler& batch_sampler() const { return *batch_sampler_; }
 
   // Each call to begin() is one pass and uses the next epoch number (Note [Epochs and
   // shuffling] in data/sampler.h); set_epoch chooses the one the next pass uses, e.g. on resume.

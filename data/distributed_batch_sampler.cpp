@@ -26,6 +26,13 @@ int64_t DistributedBatchSampler::padded_rows(int64_t batch) const {
   return std::min(batch_size(), sampler_->num_samples() - first_row(batch));
 }
 
+int64_t DistributedBatchSampler::first_position(int64_t batch) const {
+  SG_CHECK(batch >= 0 && batch <= size(), "DistributedBatchSampler: batch ", batch, " is outside the epoch's ", size(),
+           " batches");
+  if (batch == size()) return sampler_->total_size();
+  return first_row(batch) * sampler_->num_replicas();
+}
+
 int64_t DistributedBatchSampler::example_rows(int rank, int64_t batch) const {
   SG_CHECK(rank >= 0 && rank < sampler_->num_replicas(), "DistributedBatchSampler: invalid rank ", rank, " of ",
            sampler_->num_replicas());

@@ -48,6 +48,10 @@ public:
   int64_t training_rows(int rank, int64_t batch) const;
   // Rows of each rank's share that come before batch `batch`.
   int64_t first_row(int64_t batch) const { return batch * batch_size(); }
+  // Positions of the epoch's list (Note [DistributedSampler padding]) that every rank's batches
+  // before batch `batch` hold together: they are positions 0 .. first_position(batch) - 1. Once
+  // the pass is over (batch == size()) the whole list, total_size(), dropped last batches and all.
+  int64_t first_position(int64_t batch) const;
 
 private:
   std::shared_ptr<const DistributedSampler> sampler_;

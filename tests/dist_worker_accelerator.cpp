@@ -137,19 +137,20 @@ void train(const std::string& out, const std::string& tag, int64_t size, int64_t
   std::cout << rank_name() << ": " << optimizer_steps << " optimizer steps\n";
 }
 
-// Mid-epoch resume. "full" trains 2 epochs; "stop" trains up to batch `stop_after` of epoch 0 and
-// saves the state inside the loop; "resume" loads that state and trains on. Each rank writes the
-// targets of every batch it trained on (one line per batch) and rank 0 the final parameters.
-void resume(const std::string& out, const std::string& mode, int64_t stop_after) {
+// Mid-epoch resume, with batches of `batch_size` per rank. "full" trains 2 epochs; "stop" trains
+// up to batch `stop_after` of epoch 0 and saves the state inside the loop; any other mode loads
+// that state and trains on. Each rank writes the targets of every batch it trained on (one line
+// per batch) and rank 0 the final parameters.
+void resume(const std::string& out, const std::string& mode, int64_t stop_after, int64_t batch_size) {
   dist::Accelerator accelerator;
   auto model = accelerator.prepare(small_mlp());
   optim::Adam adam(model->parameters(), {.lr = 0.01});
   accelerator.prepare(adam);
-  data::DataLoader loader =
-      accelerator.prepare(regression_data(50), {.batch_size = 4, .shuffle = true, .num_workers = 2, .seed = 9});
+  data::DataLoader loader = accelerator.prepare(
+      regression_data(50), {.batch_size = batch_size, .shuffle = true, .num_workers = 2, .seed = 9});
   const std::string snapshot = out + "/snapshot.safetensors";
   int start_epoch = 0;
-  if (mode == "resume")
+  if (mode != "full" && mode != "stop")
     start_epoch =
         static_cast<int>(optim::metadata_integer(accelerator.load_state(snapshot, *model), "epoch", snapshot, 0, 2));
   std::ofstream seen(out + "/" + mode + "_rank" + std::to_string(accelerator.process_index()) + ".txt");
@@ -178,7 +179,7 @@ void run(const std::string& scenario, const std::string& out, const test::Worker
   if (scenario == "metrics") metrics(std::stoll(arg(3)), arg(4) == "even");
   else if (scenario == "train")
     train(out, arg(3), std::stoll(arg(4)), std::stoll(arg(5)), std::stoi(arg(6)), arg(7) == "even", std::stoi(arg(8)));
-  else if (scenario == "resume") resume(out, arg(3), std::stoll(arg(4)));
+  else if (scenario == "resume") resume(out, arg(3), std::stoll(arg(4)), std::stoll(arg(5)));
   else SG_FAIL("unknown scenario '", scenario, "'");
 }
 

@@ -69,6 +69,8 @@ void metrics(const std::string& out, int64_t size) {
 void run(const std::string& scenario, const std::string& out, const test::WorkerArgument& arg) {
   if (scenario == "train") train(out, arg(3), std::stoll(arg(4)), std::stoi(arg(5)));
   else if (scenario == "resume") resume(out, arg(3), std::stoll(arg(4)));
+  else if (scenario == "samples")
+    samples_scenario(out, arg(3), std::stoll(arg(4)), std::stoll(arg(5)), arg(6) == "resume");
   else if (scenario == "metrics") metrics(out, std::stoll(arg(3)));
   else SG_FAIL("unknown scenario '", scenario, "'");
 }

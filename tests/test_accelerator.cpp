@@ -5,6 +5,7 @@
 // equivalence, uneven batches, mid-epoch resume.
 #include <cstdlib>
 #include <filesystem>
+#include <sstream>
 
 #include "dist_harness.h"
 #include "helpers.h"
@@ -229,6 +230,50 @@ TEST_CASE("mid-epoch: save_state inside the loop, load_state, and the loader res
   std::filesystem::remove(path);
 }
 
+TEST_CASE("a loader position without a world size resumes at its batch, and one moved into a window is refused") {
+  const std::string path = "test_accelerator_position_formats.safetensors";
+  auto dataset = std::make_shared<data::TensorDataset>(randn({23, 3}, {}, &test::rng()), arange(0, 23, 1));
+  const auto targets_of = [](const data::Batch& batch) { return test::values(batch.target); };
+  auto model = small_model();
+  std::vector<std::vector<double>> rest;  // epoch 0 after batch 4 of 3 examples: global sample 15
+  {
+    dist::Accelerator accelerator;
+    data::DataLoader loader = accelerator.prepare(dataset, {.batch_size = 3, .shuffle = true, .seed = 4});
+    int64_t batch_index = 0;
+    for (const data::Batch& batch : loader) {
+      if (batch_index == 4) accelerator.save_state(path, *model);
+      if (batch_index++ > 4) rest.push_back(targets_of(batch));
+    }
+  }
+  const SafetensorsFile saved = load_safetensors(path);
+  CHECK(saved.metadata.at("loaders") == R"([{"batch":5,"epoch":0,"sample":15,"world_size":1}])");
+
+  // Written before positions carried a world size: batch 5, as it is.
+  optim::Metadata metadata = saved.metadata;
+  metadata["loaders"] = R"([{"batch":5,"epoch":0}])";
+  save_safetensors(path, saved.tensors, metadata);
+  {
+    dist::Accelerator accelerator;
+    data::DataLoader loader = accelerator.prepare(dataset, {.batch_size = 3, .shuffle = true, .seed = 4});
+    accelerator.load_state(path, *model);
+    std::vector<std::vector<double>> resumed;
+    for (const data::Batch& batch : loader) resumed.push_back(targets_of(batch));
+    CHECK(resumed == rest);
+  }
+  // Batches of 5 reach sample 15 at batch 3, inside a window of 2 accumulated batches.
+  save_safetensors(path, saved.tensors, saved.metadata);
+  dist::AcceleratorOptions options;
+  options.gradient_accumulation_steps = 2;
+  dist::Accelerator accelerator(options);
+  data::DataLoader loader = accelerator.prepare(dataset, {.batch_size = 5, .shuffle = true, .seed = 4});
+  CHECK_THROWS_WITH_AS(accelerator.load_state(path, *model),
+                       doctest::Contains("loader 0: saved by 1 process at global sample 15 of epoch 0 (their batch 5), "
+                                         "which this run of 1 process with 5 examples each cannot resume at exactly: "
+                                         "it is its batch 3, inside a window of 2 accumulated batches"),
+                       Error);
+  std::filesystem::remove(path);
+}
+
 namespace {
 
 // Runs tests/dist_worker_accelerator.cpp's `scenario` on `world` ranks; every rank must succeed.
@@ -288,9 +333,9 @@ TEST_CASE("even_batches = false on 2 ranks: uneven last batches finish and equal
 
 TEST_CASE("mid-epoch resume on 2 ranks sees the batches and reaches the parameters of an uninterrupted run") {
   test::TempDir out;
-  run_scenario(2, {"resume", out.path(), "full", "0"});
-  run_scenario(2, {"resume", out.path(), "stop", "2"});
-  run_scenario(2, {"resume", out.path(), "resume", "0"});
+  run_scenario(2, {"resume", out.path(), "full", "0", "4"});
+  run_scenario(2, {"resume", out.path(), "stop", "2", "4"});
+  run_scenario(2, {"resume", out.path(), "resume", "0", "4"});
   for (const std::string rank : {"0", "1"}) {
     CAPTURE(rank);
     const std::string full = test::read_text(out.path() + "/full_rank" + rank + ".txt");
@@ -300,6 +345,52 @@ TEST_CASE("mid-epoch resume on 2 ranks sees the batches and reaches the paramete
     CHECK(stop + resumed == full);
   }
   CHECK(parameter_difference(out.path() + "/full.safetensors", out.path() + "/resume.safetensors") == 0);
+}
+
+namespace {
+
+// The lines of a file the resume scenario wrote: the targets of one batch each.
+std::vector<std::string> lines_of(const std::string& path) {
+  std::vector<std::string> lines;
+  std::istringstream text(test::read_text(path));
+  for (std::string line; std::getline(text, line);) lines.push_back(line);
+  return lines;
+}
+
+// The numbers in `lines`, sorted.
+std::vector<double> sorted_values(const std::vector<std::string>& lines) {
+  std::vector<double> values;
+  for (const std::string& line : lines) {
+    std::istringstream numbers(line);
+    for (double value; numbers >> value;) values.push_back(value);
+  }
+  std::sort(values.begin(), values.end());
+  return values;
+}
+
+}  // namespace
+
+TEST_CASE("a mid-epoch state of 2 ranks resumes on 1 process at the same global sample, or is refused naming both") {
+  // 50 examples, 4 per rank and batch: after batch 2 the ranks have trained on positions 0 .. 23
+  // of epoch 0's list, which one process with batches of 4 reaches after its batch 5.
+  test::TempDir two, one;
+  run_scenario(2, {"resume", two.path(), "stop", "2", "4"});
+  run_scenario(1, {"resume", one.path(), "full", "0", "4"});
+  // 24 is no multiple of 1 process x 5 examples.
+  const test::RankResults refused =
+      test::run_ranks(SG_DIST_WORKER_ACCELERATOR, 1, {"resume", two.path(), "refused", "0", "5"});
+  CHECK(refused.exit_code(0) == 3);
+  CHECK(test::contains(refused.output(0), two.path() + "/snapshot.safetensors: metadata 'loaders'"));
+  CHECK(test::contains(refused.output(0), "saved by 2 processes at global sample 24 of epoch 0"));
+  CHECK(test::contains(refused.output(0), "1 process with 5 examples each"));
+  run_scenario(1, {"resume", two.path(), "resume", "0", "4"});
+
+  const std::vector<std::string> full = lines_of(one.path() + "/full_rank0.txt");
+  REQUIRE(full.size() == 26);  // 13 batches per epoch
+  CHECK(lines_of(two.path() + "/resume_rank0.txt") == std::vector<std::string>(full.begin() + 6, full.end()));
+  std::vector<std::string> stopped = lines_of(two.path() + "/stop_rank0.txt");
+  for (const std::string& line : lines_of(two.path() + "/stop_rank1.txt")) stopped.push_back(line);
+  CHECK(sorted_values(stopped) == sorted_values(std::vector<std::string>(full.begin(), full.begin() + 6)));
 }
 
 TEST_CASE("device cpu puts model and batches on the CPU, and without a GPU auto does too and cuda is an error") {

@@ -6,6 +6,9 @@
 #include <cmath>
 #include <filesystem>
 #include <numbers>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
 
 #include "dist_harness.h"
 #include "helpers.h"
@@ -332,6 +335,67 @@ TEST_CASE("bad trainer arguments are errors naming the argument and its value") 
                        doctest::Contains("metric_for_best_model is \"f1\", but evaluate() gave no 'eval_f1'"), Error);
 }
 
+TEST_CASE("a checkpoint whose step or position is out of range is refused naming the file and the field") {
+  test::TempDir out;
+  dist::TrainingArguments args = reference_arguments(out.path(), 16, 1);
+  args.max_steps = 3;
+  args.save_strategy = "steps";
+  args.save_steps = 2;
+  dist::Trainer(tiny_model(), args, classification_data(kExamples)).train();
+  const std::string folder = out.path() + "/checkpoint-2";
+  const std::string file = folder + "/state.safetensors";
+  const SafetensorsFile saved = load_safetensors(file);
+  args.resume_from_checkpoint = folder;
+  const auto refusal = [&] {
+    try {
+      dist::Trainer(tiny_model(), args, classification_data(kExamples)).train();
+    } catch (const Error& error) {
+      return std::string(error.what());
+    }
+    return std::string("(accepted)");
+  };
+  struct Case {
+    std::string entry, field;
+    int64_t value;
+  };
+  for (const Case& c : {Case{"trainer_state", "global_step", -5}, Case{"trainer_state", "max_steps", -1},
+                        Case{"trainer_loop", "batch", -1}, Case{"trainer_loop", "epoch", -2},
+                        Case{"trainer_loop", "sample", -4}, Case{"trainer_loop", "last_logged_step", -1}}) {
+    CAPTURE(c.entry);
+    CAPTURE(c.field);
+    std::map<std::string, std::string> metadata = saved.metadata;
+    nlohmann::json json = nlohmann::json::parse(metadata.at(c.entry));
+    json[c.field] = c.value;
+    metadata[c.entry] = json.dump();
+    save_safetensors(file, saved.tensors, metadata);
+    const std::string message = refusal();
+    CAPTURE(message);
+    CHECK(test::contains(message, file + ": metadata '" + c.entry + "'"));
+    CHECK(test::contains(message, c.field + " " + std::to_string(c.value)));
+  }
+  // The training loader's position in the Accelerator's own entry.
+  std::map<std::string, std::string> metadata = saved.metadata;
+  nlohmann::json loaders = nlohmann::json::parse(metadata.at("loaders"));
+  loaders[0]["batch"] = -3;
+  metadata["loaders"] = loaders.dump();
+  save_safetensors(file, saved.tensors, metadata);
+  const std::string message = refusal();
+  CHECK(test::contains(message, file + ": metadata 'loaders'"));
+  CHECK(test::contains(message, "loader 0: batch -3"));
+
+  // Written before the world size was recorded: resumed at its batch, as then.
+  metadata = saved.metadata;
+  for (const char* entry : {"trainer_state", "trainer_loop"}) {
+    nlohmann::json json = nlohmann::json::parse(metadata.at(entry));
+    json.erase("world_size");
+    json.erase("sample");
+    metadata[entry] = json.dump();
+  }
+  metadata["loaders"] = R"([{"batch":2,"epoch":0}])";
+  save_safetensors(file, saved.tensors, metadata);
+  CHECK(refusal() == "(accepted)");
+}
+
 namespace {
 
 // Runs tests/dist_worker_trainer.cpp's `scenario` on `world` ranks; every rank must succeed.
@@ -343,6 +407,14 @@ test::RankResults run_scenario(int world, const std::vector<std::string>& args) 
 }
 
 nn::StateDict load_parameters(const std::string& path) { return load_safetensors(path).tensors; }
+
+// The data set indices a samples_scenario process wrote, in order.
+std::vector<int64_t> recorded_indices(const std::string& path) {
+  std::vector<int64_t> indices;
+  std::istringstream lines(test::read_text(path));
+  for (int64_t index; lines >> index;) indices.push_back(index);
+  return indices;
+}
 
 }  // namespace
 
@@ -375,6 +447,33 @@ TEST_CASE("on 2 processes a trainer run stopped mid-epoch and resumed ends with 
                              load_parameters(out.path() + "/resume.safetensors")) == 0);
   CHECK(parameter_difference(load_parameters(out.path() + "/full.safetensors"),
                              load_parameters(out.path() + "/stop.safetensors")) > 1e-4);
+}
+
+TEST_CASE("a trainer checkpoint of 2 processes resumes on 1 at the same global sample, or is refused naming both") {
+  // 4 examples per process and step: after step 3 the 2 processes have trained on positions
+  // 0 .. 23 of epoch 0's list (rank r on positions r, r + 2, ...). One process resumes at its
+  // batch 6 (24 / 4), not at batch 3.
+  test::TempDir out;
+  run_scenario(2, {"samples", out.path(), "stop", "4", "3", "fresh"});
+  // 24 is no multiple of 1 process x 5 examples.
+  const test::RankResults refused =
+      test::run_ranks(SG_DIST_WORKER_TRAINER, 1, {"samples", out.path(), "refused", "5", "0", "resume"});
+  CHECK(refused.exit_code(0) == 3);
+  CHECK(test::contains(refused.output(0), "checkpoint-3"));
+  CHECK(test::contains(refused.output(0), "saved by 2 processes at global sample 24 of epoch 0"));
+  CHECK(test::contains(refused.output(0), "1 process with 5 examples each"));
+  run_scenario(1, {"samples", out.path(), "resume", "4", "0", "resume"});
+
+  const std::vector<int64_t> epoch0 = data::DistributedSampler(kExamples, 1, 0, true, kSeed).indices(0);
+  const std::vector<int64_t> epoch1 = data::DistributedSampler(kExamples, 1, 0, true, kSeed).indices(1);
+  for (int64_t rank = 0; rank < 2; ++rank) {
+    std::vector<int64_t> expected;
+    for (int64_t position = rank; position < 24; position += 2) expected.push_back(epoch0[position]);
+    CHECK(recorded_indices(out.path() + "/stop_rank" + std::to_string(rank) + ".txt") == expected);
+  }
+  std::vector<int64_t> rest(epoch0.begin() + 24, epoch0.end());
+  rest.insert(rest.end(), epoch1.begin(), epoch1.end());
+  CHECK(recorded_indices(out.path() + "/resume_rank0.txt") == rest);
 }
 
 TEST_CASE("trainer compute_metrics on 2 processes sees exactly the 11 examples of the eval set, in order") {

@@ -1,5 +1,8 @@
 #include "trainer_scenarios.h"
 
+#include <fstream>
+#include <mutex>
+
 namespace sg::test::trainer {
 
 std::shared_ptr<data::TensorDataset> classification_data(int64_t size, uint64_t seed) {
@@ -50,7 +53,40 @@ struct FirstStep : dist::TrainerCallback {
   int64_t step = 0;
 };
 
+// A data set that writes the index of every example it hands out, one per line, to
+// <log_prefix><rank>.txt (opened at the first example: the rank is known once the Trainer joined
+// the process group).
+class RecordingDataset : public data::Dataset {
+public:
+  RecordingDataset(std::shared_ptr<const data::Dataset> examples, std::string log_prefix)
+      : examples_(std::move(examples)),
+        log_prefix_(std::move(log_prefix)) {}
+  int64_t size() const override { return examples_->size(); }
+  data::Example get(int64_t index) const override {
+    const std::lock_guard<std::mutex> lock(mutex_);
+    if (!log_.is_open()) log_.open(log_prefix_ + std::to_string(dist::get_rank()) + ".txt");
+    log_ << index << '\n' << std::flush;
+    return examples_->get(index);
+  }
+
+private:
+  std::shared_ptr<const data::Dataset> examples_;
+  std::string log_prefix_;
+  mutable std::mutex mutex_;
+  mutable std::ofstream log_;
+};
+
 }  // namespace
+
+void samples_scenario(const std::string& out, const std::string& tag, int64_t per_device, int64_t stop_at,
+                      bool resume) {
+  dist::TrainingArguments args = reference_arguments(out + "/run", per_device, 1);
+  args.resume_from_checkpoint = resume;
+  dist::Trainer trainer(tiny_model(), args,
+                        std::make_shared<RecordingDataset>(classification_data(kExamples), out + "/" + tag + "_rank"));
+  if (stop_at > 0) trainer.add_callback(std::make_shared<StopAt>(stop_at));
+  trainer.train();
+}
 
 ScenarioRun resume_scenario(const std::string& out, const std::string& mode, int64_t stop_at) {
   dist::TrainingArguments args = reference_arguments(out + (mode == "full" ? "/full_run" : "/run"), 4, 2);

@@ -47,4 +47,11 @@ struct ScenarioRun {
 };
 ScenarioRun resume_scenario(const std::string& out, const std::string& mode, int64_t stop_at);
 
+// The reference run without accumulation, `per_device` examples per process, in <out>/run, on
+// the processes there are: from scratch, stopping after step `stop_at` with a checkpoint there
+// (`resume` false), or continuing from that checkpoint (`resume` true). Without loader threads, so
+// that each process writes the data set index of every example it trains on, in order, one per
+// line, to <out>/<tag>_rank<r>.txt.
+void samples_scenario(const std::string& out, const std::string& tag, int64_t per_device, int64_t stop_at, bool resume);
+
 }  // namespace sg::test::trainer

@@ -62,19 +62,27 @@ const AcceleratorOptions& default_options() {
 }
 
 // The save_state metadata entry of the loaders' positions: one JSON value per prepared loader,
-// null for a loader between passes.
+// null for a loader between passes (Note [Resuming on another world size] in
+// train/loader_tracker.h): {"epoch": 0, "batch": 3, "world_size": 2, "sample": 24}.
 std::string positions_to_json(const std::vector<std::optional<LoaderPosition>>& positions) {
   nlohmann::json json = nlohmann::json::array();
   for (const auto& position : positions)
-    json.push_back(position ? nlohmann::json{{"epoch", position->epoch}, {"batch", position->batch}} : nullptr);
+    json.push_back(position ? nlohmann::json{{"epoch", position->epoch},
+                                             {"batch", position->batch},
+                                             {"world_size", position->world_size},
+                                             {"sample", position->sample}}
+                            : nullptr);
   return json.dump();
 }
 
+// A state saved before the world size was recorded has no world_size and sample: world_size 0.
 std::vector<std::optional<LoaderPosition>> positions_from_json(const std::string& text) {
   std::vector<std::optional<LoaderPosition>> positions;
   for (const nlohmann::json& entry : nlohmann::json::parse(text)) {
     if (entry.is_null()) positions.emplace_back();
-    else positions.push_back(LoaderPosition{entry.at("epoch").get<int64_t>(), entry.at("batch").get<int64_t>()});
+    else
+      positions.push_back(LoaderPosition{entry.at("epoch").get<int64_t>(), entry.at("batch").get<int64_t>(),
+                                         entry.value("world_size", 0), entry.value("sample", int64_t{0})});
   }
   return positions;
 }
@@ -497,8 +505,9 @@ optim::Metadata Accelerator::load_state_unguarded(const std::string& path, nn::M
                   [&](const std::string& text) { scaler_.load_state_dict(amp::GradScalerState::from_json(text)); });
   }
   if (metadata.count("loaders") == 1) {
-    restore_entry(path, metadata, "loaders",
-                  [&](const std::string& text) { loaders_.resume(positions_from_json(text)); });
+    restore_entry(path, metadata, "loaders", [&](const std::string& text) {
+      loaders_.resume(positions_from_json(text), options_.gradient_accumulation_steps);
+    });
   }
   for (const char* reserved : kReservedKeys) metadata.erase(reserved);
   return metadata;

@@ -81,12 +81,14 @@ std::optional<std::string> get_last_checkpoint(const std::string& output_dir) {
 }
 
 void write_checkpoint_folder(Accelerator& accelerator, nn::Module& model, const std::string& output_dir,
-                             int save_total_limit, const TrainerState& state, const LoopState& loop) {
+                             int save_total_limit, const TrainerState& state, const LoopState& loop,
+                             const data::DistributedBatchSampler& train_batches) {
   const fs::path folder = checkpoint_folder(output_dir, state.global_step);
   const fs::path staging = fs::path(output_dir) / ("tmp-" + folder.filename().string());
   const std::string trainer_state = state.to_json();
   const nlohmann::json loop_json{{"epoch", loop.next.epoch},
                                  {"batch", loop.next.batch},
+                                 {"sample", train_batches.first_position(loop.next.batch)},
                                  {"total_loss", loop.total_loss},
                                  {"window_loss", loop.window_loss},
                                  {"last_logged_step", loop.last_logged_step}};
@@ -117,24 +119,38 @@ std::optional<std::string> checkpoint_to_resume(const TrainingArguments& args) {
   return last;
 }
 
-TrainerCheckpoint read_checkpoint_folder(Accelerator& accelerator, nn::Module& model, const std::string& folder) {
+TrainerCheckpoint read_checkpoint_folder(Accelerator& accelerator, nn::Module& model, const std::string& folder,
+                                         const data::DistributedBatchSampler& train_batches) {
   const std::string path = (fs::path(folder) / kStateFile).string();
   SG_CHECK(fs::exists(path), "TrainingArguments: resume_from_checkpoint '", folder, "' holds no ", kStateFile,
            " (a checkpoint-<step> folder the Trainer wrote has one)");
   const optim::Metadata metadata = accelerator.load_state(path, model);
   SG_CHECK(metadata.count("trainer_state") == 1 && metadata.count("trainer_loop") == 1, "Trainer: ", path,
            " was not written by a dist::Trainer (its metadata has no trainer_state and trainer_loop)");
-  try {
-    TrainerCheckpoint checkpoint{TrainerState::from_json(metadata.at("trainer_state")), {}};
-    const nlohmann::json loop = nlohmann::json::parse(metadata.at("trainer_loop"));
-    checkpoint.loop = {{loop.at("epoch").get<int64_t>(), loop.at("batch").get<int64_t>()},
-                       loop.at("total_loss").get<double>(),
-                       loop.at("window_loss").get<double>(),
-                       loop.at("last_logged_step").get<int64_t>()};
-    return checkpoint;
-  } catch (const std::exception& error) {
-    SG_FAIL("Trainer: ", path, ": ", error.what());
-  }
+  // Runs `read` on the metadata entry `key`, naming the file and the entry in any error.
+  const auto from_entry = [&](const char* key, const auto& read) {
+    try {
+      return read(metadata.at(key));
+    } catch (const std::exception& error) {  // sg::Error and nlohmann::json's exceptions
+      SG_FAIL("Trainer: ", path, ": metadata '", key, "': ", error.what());
+    }
+  };
+  TrainerCheckpoint checkpoint{from_entry("trainer_state", TrainerState::from_json), {}};
+  checkpoint.loop = from_entry("trainer_loop", [&](const std::string& text) {
+    const nlohmann::json loop = nlohmann::json::parse(text);
+    // A checkpoint saved before the world size was recorded has no sample (world_size 0).
+    const LoaderPosition next{loop.at("epoch").get<int64_t>(), loop.at("batch").get<int64_t>(),
+                              checkpoint.state.world_size, loop.value("sample", int64_t{0})};
+    const auto last_logged_step = loop.at("last_logged_step").get<int64_t>();
+    SG_CHECK(last_logged_step >= 0 && last_logged_step <= checkpoint.state.global_step, "last_logged_step ",
+             last_logged_step, " is not a step from 0 to global_step ", checkpoint.state.global_step);
+    return LoopState{
+        {next.epoch, batch_to_resume(train_batches, next, accelerator.gradient_accumulation_steps(), "the next batch")},
+        loop.at("total_loss").get<double>(),
+        loop.at("window_loss").get<double>(),
+        last_logged_step};
+  });
+  return checkpoint;
 }
 
 }  // namespace sg::dist

@@ -16,11 +16,15 @@
 // must resume where the loop stopped; train() skips the batches itself
 // (DataLoader::skip_first_batches, what load_state would have done). The order of an epoch depends
 // only on the seed and the epoch, so the resumed run trains on exactly the batches the
-// uninterrupted one would have, in the same accumulation windows.
+// uninterrupted one would have, in the same accumulation windows. The next batch is stored with
+// its global sample position and the TrainerState with the world size, so a run on another
+// number of processes (or batch size) goes on from the same example, or is refused when no batch
+// of it begins there (Note [Resuming on another world size] in train/loader_tracker.h).
 #include <cstdint>
 #include <optional>
 #include <string>
 
+#include "data/distributed_batch_sampler.h"
 #include "nn/module.h"
 #include "train/accelerator.h"
 #include "train/trainer_callback.h"
@@ -56,13 +60,13 @@ std::string checkpoint_folder(const std::string& output_dir, int64_t global_step
 std::optional<std::string> get_last_checkpoint(const std::string& output_dir);
 
 // Writes checkpoint_folder(output_dir, state.global_step) as Note [Checkpoints and resuming]
-// says — the Accelerator's state of `model` with `state` and `loop` in its metadata, and
-// trainer_state.json — then removes the oldest checkpoints beyond `save_total_limit` (0: none),
-// keeping state.best_model_checkpoint. Every process calls it, since the state file is written
-// collectively; it returns once the folder is in place. A file system error is an sg::Error
-// naming the folder.
+// says — the Accelerator's state of `model` with `state` and `loop` in its metadata (loop.next a
+// batch of `train_batches`, the training loader's), and trainer_state.json — then removes the oldest checkpoints beyond
+// `save_total_limit` (0: none), keeping state.best_model_checkpoint. Every process calls it, since the state file is
+// written collectively; it returns once the folder is in place. A file system error is an sg::Error naming the folder.
 void write_checkpoint_folder(Accelerator& accelerator, nn::Module& model, const std::string& output_dir,
-                             int save_total_limit, const TrainerState& state, const LoopState& loop);
+                             int save_total_limit, const TrainerState& state, const LoopState& loop,
+                             const data::DistributedBatchSampler& train_batches);
 
 // The folder args.resume_from_checkpoint names: its path, or for `true` the newest
 // checkpoint-<step> of args.output_dir (an sg::Error when there is none); nullopt for `false`.
@@ -70,8 +74,11 @@ std::optional<std::string> checkpoint_to_resume(const TrainingArguments& args);
 
 // Restores what `folder`'s state file holds into `model` and what `accelerator` has prepared
 // (optimizer, schedule, RNG, loader positions), on every process, and returns the TrainerState
-// and loop figures saved with them. An sg::Error names the folder or the file when it holds no
-// state file, or one a dist::Trainer did not write.
-TrainerCheckpoint read_checkpoint_folder(Accelerator& accelerator, nn::Module& model, const std::string& folder);
+// and loop figures saved with them, loop.next as a batch of `train_batches` (at the same global
+// sample when the checkpoint was saved by another number of processes). An sg::Error names the
+// folder or the file when it holds no state file, or one a dist::Trainer did not write, and the
+// file, the entry and the field of a step or position out of range or not resumable here.
+TrainerCheckpoint read_checkpoint_folder(Accelerator& accelerator, nn::Module& model, const std::string& folder,
+                                         const data::DistributedBatchSampler& train_batches);
 
 }  // namespace sg::dist

@@ -9,9 +9,9 @@ namespace sg::dist {
 struct LoaderTracker::State {
   struct Loader {
     std::shared_ptr<const data::DistributedBatchSampler> batches;
-    std::optional<LoaderPosition> resume_at;  // set by resume(), used by the next pass
-    int64_t epoch = 0;                        // of the pass in progress
-    int64_t batch = -1;                       // the batch in progress (-1: none handed out yet)
+    std::optional<data::PassStart> resume_at;  // set by resume(), used by the next pass
+    int64_t epoch = 0;                         // of the pass in progress
+    int64_t batch = -1;                        // the batch in progress (-1: none handed out yet)
   };
   std::vector<Loader> loaders;
   std::vector<size_t> active;  // indices into loaders, innermost pass last
@@ -24,7 +24,7 @@ public:
   data::PassStart pass_begins(data::PassStart planned) override {
     State::Loader& loader = state_->loaders[loader_];
     if (loader.resume_at.has_value()) {
-      planned = {loader.resume_at->epoch, loader.resume_at->batch};
+      planned = *loader.resume_at;
       loader.resume_at.reset();
     }
     loader.epoch = planned.epoch;
@@ -66,25 +66,69 @@ std::vector<std::optional<LoaderPosition>> LoaderTracker::positions() const {
   std::vector<std::optional<LoaderPosition>> result(state_->loaders.size());
   for (size_t index : state_->active) {
     const State::Loader& loader = state_->loaders[index];
-    result[index] = LoaderPosition{loader.epoch, loader.batch + 1};
+    result[index] = position_of(*loader.batches, loader.epoch, loader.batch + 1);
   }
   return result;
 }
 
-void LoaderTracker::resume(const std::vector<std::optional<LoaderPosition>>& positions) {
+void LoaderTracker::resume(const std::vector<std::optional<LoaderPosition>>& positions, int accumulation_steps) {
   SG_CHECK(positions.size() == state_->loaders.size(), "the state holds the positions of ", positions.size(),
            " prepared loader(s), but ", state_->loaders.size(), " were prepared; prepare the same loaders, in the ",
            "same order, before load_state");
+  std::vector<std::optional<data::PassStart>> starts(positions.size());
   for (size_t index = 0; index < positions.size(); ++index) {  // check them all before changing any
     const std::optional<LoaderPosition>& position = positions[index];
     if (!position.has_value()) continue;
-    const int64_t batches = state_->loaders[index].batches->size();
-    SG_CHECK(position->epoch >= 0 && position->batch >= 0 && position->batch <= batches, "loader ", index,
-             "'s position (epoch ", position->epoch, ", batch ", position->batch, ") is not within an epoch of ",
-             batches, " batches; was it prepared with another batch size or data set?");
+    starts[index] =
+        data::PassStart{position->epoch, batch_to_resume(*state_->loaders[index].batches, *position, accumulation_steps,
+                                                         "loader " + std::to_string(index))};
   }
   for (size_t index = 0; index < positions.size(); ++index)
-    if (positions[index].has_value()) state_->loaders[index].resume_at = positions[index];
+    if (starts[index].has_value()) state_->loaders[index].resume_at = starts[index];
+}
+
+namespace {
+
+std::string processes(int64_t count) { return std::to_string(count) + (count == 1 ? " process" : " processes"); }
+
+}  // namespace
+
+LoaderPosition position_of(const data::DistributedBatchSampler& batches, int64_t epoch, int64_t batch) {
+  return {epoch, batch, batches.sampler().num_replicas(), batches.first_position(batch)};
+}
+
+int64_t batch_to_resume(const data::DistributedBatchSampler& batches, const LoaderPosition& position,
+                        int accumulation_steps, const std::string& name) {
+  SG_CHECK(position.epoch >= 0, name, ": epoch ", position.epoch, " is negative");
+  SG_CHECK(position.batch >= 0, name, ": batch ", position.batch, " is negative");
+  const int64_t epoch_batches = batches.size();
+  if (position.world_size == 0) {  // saved before the world size was recorded: its batch, as then
+    SG_CHECK(position.batch <= epoch_batches, name, ": batch ", position.batch, " is not within an epoch of ",
+             epoch_batches, " batches; was it prepared with another batch size, data set or number of processes?");
+    return position.batch;
+  }
+  SG_CHECK(position.world_size >= 1, name, ": world_size ", position.world_size, " is not a number of processes");
+  SG_CHECK(position.sample >= 0, name, ": sample ", position.sample, " is negative");
+  const data::DistributedSampler& sampler = batches.sampler();
+  if (position.sample >= sampler.dataset_size()) return epoch_batches;  // the saved pass was over
+  const int world = sampler.num_replicas();
+  const int64_t step = batches.batch_size() * world;  // list positions per batch of every rank
+  const int64_t batch = position.sample / step;
+  const auto refuse = [&](const std::string& reason) {
+    return Error(detail::concat(name, ": saved by ", processes(position.world_size), " at global sample ",
+                                position.sample, " of epoch ", position.epoch, " (their batch ", position.batch,
+                                "), which this run of ", processes(world), " with ", batches.batch_size(),
+                                " examples each cannot resume at exactly: ", reason));
+  };
+  if (position.sample % step != 0)
+    throw refuse(detail::concat("its batches begin at multiples of ", world, " x ", batches.batch_size(),
+                                " examples; resume with a number of processes and a batch size whose product divides ",
+                                position.sample, " (", processes(position.world_size), " as saved do)"));
+  const bool moved = world != position.world_size || batch != position.batch;
+  if (moved && batch % accumulation_steps != 0)
+    throw refuse(detail::concat("it is its batch ", batch, ", inside a window of ", accumulation_steps,
+                                " accumulated batches; resume where a window begins"));
+  return batch;
 }
 
 }  // namespace sg::dist

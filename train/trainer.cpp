@@ -115,6 +115,11 @@ std::vector<std::pair<std::string, double>> last_training_loss(const std::vector
   return {};
 }
 
+// The batches of a loader dist::Accelerator::prepare made.
+const data::DistributedBatchSampler& distributed_batches(const data::DataLoader& loader) {
+  return dynamic_cast<const data::DistributedBatchSampler&>(loader.batch_sampler());
+}
+
 double seconds_since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
@@ -157,6 +162,7 @@ Trainer::Trainer(std::shared_ptr<nn::Module> model, TrainingArguments args,
           : static_cast<int64_t>(std::ceil(args_.num_train_epochs * static_cast<double>(updates_per_epoch_)));
   state_.num_train_epochs = ceil_div(state_.max_steps, updates_per_epoch_);
   state_.is_world_process_zero = accelerator_.is_main_process();
+  state_.world_size = accelerator_.num_processes();
   scheduler_ = std::make_unique<optim::LambdaLR>(
       *optimizer_,
       [type = args_.lr_scheduler_type, warmup = args_.get_warmup_steps(state_.max_steps),
@@ -410,17 +416,21 @@ void Trainer::save_checkpoint() {
   const std::string folder = checkpoint_folder(args_.output_dir, state_.global_step);
   if (state_.best_global_step == state_.global_step) state_.best_model_checkpoint = folder;
   const LoopState loop{position_, total_loss_, accelerator_.reduce(window_loss_, "mean").item(), last_logged_step_};
-  write_checkpoint_folder(accelerator_, *model_, args_.output_dir, args_.save_total_limit, state_, loop);
+  write_checkpoint_folder(accelerator_, *model_, args_.output_dir, args_.save_total_limit, state_, loop,
+                          distributed_batches(*train_loader_));
   notify(&TrainerCallback::on_save);
 }
 
 LoopPosition Trainer::resume() {
   const std::optional<std::string> folder = checkpoint_to_resume(args_);
   if (!folder) return {};
-  TrainerCheckpoint checkpoint = read_checkpoint_folder(accelerator_, *model_, *folder);
-  // The run's length comes from the arguments of this run, as in HF.
+  TrainerCheckpoint checkpoint =
+      read_checkpoint_folder(accelerator_, *model_, *folder, distributed_batches(*train_loader_));
+  const int saved_world_size = checkpoint.state.world_size;
+  // The run's length comes from the arguments of this run, as in HF, its processes from this run.
   checkpoint.state.max_steps = state_.max_steps;
   checkpoint.state.num_train_epochs = state_.num_train_epochs;
+  checkpoint.state.world_size = state_.world_size;
   checkpoint.state.is_world_process_zero = state_.is_world_process_zero;
   state_ = std::move(checkpoint.state);
   total_loss_ = checkpoint.loop.total_loss;
@@ -431,6 +441,9 @@ LoopPosition Trainer::resume() {
   accelerator_.print("  Continuing training from checkpoint ", *folder);
   accelerator_.print("  Continuing training from epoch ", position.epoch);
   accelerator_.print("  Continuing training from global step ", state_.global_step);
+  if (saved_world_size != 0 && saved_world_size != state_.world_size)
+    accelerator_.print("  Saved by ", saved_world_size, " processes, continuing on ", state_.world_size,
+                       " at the same example of the epoch");
   accelerator_.print("  Will skip the first ", position.epoch, " epochs then the first ", position.batch,
                      " batches in the first epoch.");
   return position;

@@ -1,5 +1,6 @@
 #include "train/trainer_callback.h"
 
+#include <cmath>
 #include <limits>
 
 #include <nlohmann/json.hpp>
@@ -16,6 +17,13 @@ double number(const nlohmann::json& value) {
   return value.is_null() ? std::numeric_limits<double>::quiet_NaN() : value.get<double>();
 }
 
+// The non-negative integer `key` of `json`.
+int64_t count(const nlohmann::json& json, const char* key) {
+  const auto value = json.at(key).get<int64_t>();
+  SG_CHECK(value >= 0, "TrainerState::from_json: ", key, " ", value, " is negative");
+  return value;
+}
+
 }  // namespace
 
 std::string TrainerState::to_json() const {
@@ -26,7 +34,8 @@ std::string TrainerState::to_json() const {
                       {"log_history", log_history},
                       {"best_metric", nullptr},
                       {"best_global_step", nullptr},
-                      {"best_model_checkpoint", nullptr}};
+                      {"best_model_checkpoint", nullptr},
+                      {"world_size", world_size}};
   if (best_metric) json["best_metric"] = *best_metric;
   if (best_global_step) json["best_global_step"] = *best_global_step;
   if (!best_model_checkpoint.empty()) json["best_model_checkpoint"] = best_model_checkpoint;
@@ -38,15 +47,21 @@ TrainerState TrainerState::from_json(const std::string& text) {
     const nlohmann::json json = nlohmann::json::parse(text);
     TrainerState state;
     state.epoch = json.at("epoch").get<double>();
-    state.global_step = json.at("global_step").get<int64_t>();
-    state.max_steps = json.at("max_steps").get<int64_t>();
-    state.num_train_epochs = json.at("num_train_epochs").get<int64_t>();
+    SG_CHECK(std::isfinite(state.epoch) && state.epoch >= 0, "TrainerState::from_json: epoch ", state.epoch,
+             " is not a count of epochs (>= 0)");
+    state.global_step = count(json, "global_step");
+    state.max_steps = count(json, "max_steps");
+    state.num_train_epochs = count(json, "num_train_epochs");
+    const int64_t world_size = json.value("world_size", int64_t{0});  // 0: saved before it was recorded
+    SG_CHECK(!json.contains("world_size") || (world_size >= 1 && world_size <= std::numeric_limits<int>::max()),
+             "TrainerState::from_json: world_size ", world_size, " is not a number of processes");
+    state.world_size = static_cast<int>(world_size);
     for (const nlohmann::json& entry : json.at("log_history")) {
       Metrics& logs = state.log_history.emplace_back();
       for (const auto& [name, value] : entry.items()) logs[name] = number(value);
     }
     if (!json.at("best_metric").is_null()) state.best_metric = number(json.at("best_metric"));
-    if (!json.at("best_global_step").is_null()) state.best_global_step = json.at("best_global_step").get<int64_t>();
+    if (!json.at("best_global_step").is_null()) state.best_global_step = count(json, "best_global_step");
     if (!json.at("best_model_checkpoint").is_null())
       state.best_model_checkpoint = json.at("best_model_checkpoint").get<std::string>();
     return state;

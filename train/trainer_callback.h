@@ -37,9 +37,14 @@ struct TrainerState {
   std::optional<double> best_metric = {};
   std::optional<int64_t> best_global_step = {};
   std::string best_model_checkpoint = {};
+  // The processes training (not in HF's): a checkpoint resumed on another number of processes
+  // continues at the same example (Note [Resuming on another world size] in
+  // train/loader_tracker.h). 0 in a checkpoint saved before it was recorded.
+  int world_size = 1;
   bool is_world_process_zero = true;  // the main process (not saved)
 
-  // HF's trainer_state.json, readable by from_json (an sg::Error names what is missing).
+  // HF's trainer_state.json (with world_size), readable by from_json: an sg::Error names a field
+  // that is missing, or a count or step that is negative.
   std::string to_json() const;
   static TrainerState from_json(const std::string& text);
 };
