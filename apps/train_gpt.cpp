@@ -138,6 +138,8 @@ int train(const RunConfig& config, const AppOptions& app) {
 
   // The recipe's get_train_objs: the data set, its random split, a model sized to its vocabulary.
   const std::shared_ptr<sg::data::CharDataset> dataset = make_dataset(config.data);
+  // Texts with other characters but as many of them build equal models: only this tells them apart.
+  accelerator.check_agreement("vocabulary", dataset->vocabulary().to_utf8());
   const auto train_length = static_cast<int64_t>(static_cast<double>(dataset->size()) * config.data.train_split);
   sg::Generator split_generator(static_cast<uint64_t>(trainer.seed));
   const auto parts = sg::data::random_split(dataset, {train_length, dataset->size() - train_length}, split_generator);

@@ -6,6 +6,7 @@
 #include "autograd/grad_mode.h"
 #include "dist/dist.h"
 #include "dist/exchange.h"
+#include "dist/run_fingerprint.h"
 
 namespace sg::dist {
 
@@ -60,6 +61,13 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<nn::Module> mod
 
   const nn::NamedTensors named = module_->named_parameters();
   check_same_parameters_everywhere(group_, named);
+  // Options that differ would hang or corrupt the all-reduce: other bucket boundaries, a
+  // find_unused_parameters all-reduce or a buffer broadcast on some ranks only.
+  RunFingerprint settings;
+  settings.add("ddp.bucket_cap_mb", options_.bucket_cap_mb);
+  settings.add("ddp.find_unused_parameters", options_.find_unused_parameters);
+  settings.add("ddp.broadcast_buffers", options_.broadcast_buffers);
+  check_ranks_agree(group_, settings, "DistributedDataParallel");  // Note [Ranks agree on the run's settings]
   // Same starting point everywhere: rank 0's initial weights and buffers.
   TensorList state = module_->parameters();
   for (const Tensor& b : module_->buffers()) state.push_back(b);

@@ -39,10 +39,11 @@ struct DDPOptions {
 //   dist::DistributedDataParallel ddp(gpt);
 //   auto [logits, loss] = ddp.call([&] { return gpt->forward(idx, targets); });
 //
-// Construction checks that every rank has the same parameter names, shapes and dtypes and copies
-// rank 0's parameters and buffers to every rank. The wrapped model is the child "module", so
-// parameter names read "module.fc.weight" as in PyTorch; save `module()`'s state_dict to get
-// the plain names.
+// Construction checks that every rank has the same parameter names, shapes and dtypes and the
+// same DDPOptions, trace files aside (Note [Ranks agree on the run's settings] in
+// dist/run_fingerprint.h), and copies rank 0's parameters and buffers to every rank. The wrapped
+// model is the child "module", so parameter names read "module.fc.weight" as in PyTorch; save
+// `module()`'s state_dict to get the plain names.
 class DistributedDataParallel : public nn::Module {
 public:
   // `group` defaults to the default process group (dist::init_process_group).

@@ -73,7 +73,11 @@ RankResults run_ranks(const std::string& program, int world, const std::vector<s
     envp.push_back(nullptr);
 
     std::vector<std::string> argv_strings{program};
-    argv_strings.insert(argv_strings.end(), args.begin(), args.end());
+    for (std::string arg : args) {
+      for (size_t at = arg.find("{rank}"); at != std::string::npos; at = arg.find("{rank}", at))
+        arg.replace(at, 6, std::to_string(rank));
+      argv_strings.push_back(std::move(arg));
+    }
     std::vector<char*> argv;
     for (std::string& arg : argv_strings) argv.push_back(arg.data());
     argv.push_back(nullptr);

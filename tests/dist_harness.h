@@ -24,7 +24,8 @@ struct RankResults {
 
 // Runs `program args...` as ranks 0 .. world - 1 with RANK, WORLD_SIZE, LOCAL_RANK,
 // LOCAL_WORLD_SIZE, MASTER_ADDR=127.0.0.1, a free MASTER_PORT and SG_DIST_TIMEOUT=20 (so a hang
-// fails within the test) set, plus `env` (which may override them). Kills every rank still
+// fails within the test) set, plus `env` (which may override them). "{rank}" in an argument
+// becomes the rank's number (a file per rank: "data_config.path=text{rank}.txt"). Kills every rank still
 // running after `time_limit_seconds` (4 times that under ThreadSanitizer). A rank whose output
 // holds a sanitizer report fails the test.
 RankResults run_ranks(const std::string& program, int world, const std::vector<std::string>& args,

@@ -9,6 +9,7 @@
 #include <iostream>
 #include <string>
 
+#include "dist/environment.h"
 #include "syncgrad.h"
 #include "worker_main.h"
 
@@ -175,11 +176,52 @@ void resume(const std::string& out, const std::string& mode, int64_t stop_after,
     save_safetensors(out + "/" + mode + ".safetensors", accelerator.unwrap_model(*model).state_dict());
 }
 
+// A short run in which rank 1 differs from rank 0 in `setting` alone: "lr", "optimizer" (SGD or
+// Adam), "mixed_precision" (bf16 or f16), "seed" or "batch_size" of the shuffled loader,
+// "vocabulary" (a field the program adds), or "none". Every rank must stop where the setting is
+// compared; with "none" the run trains an epoch. The loader that does not shuffle gets a seed of
+// its own on each rank: it seeds only augmentation then, which may differ.
+void settings(const std::string& setting) {
+  const std::optional<dist::LaunchEnvironment> environment = dist::launch_environment();
+  const bool rank_1 = environment.has_value() && environment->rank == 1;
+  const auto differs = [&](const std::string& name) { return rank_1 && setting == name; };
+  dist::AcceleratorOptions options;
+  options.mixed_precision = differs("mixed_precision") ? "f16" : "bf16";
+  dist::Accelerator accelerator(options);
+  accelerator.check_agreement("vocabulary", differs("vocabulary") ? "abd" : "abc");
+  auto model = accelerator.prepare(small_mlp());
+  const double lr = differs("lr") ? 0.01 : 0.001;
+  std::unique_ptr<optim::Optimizer> optimizer;
+  if (differs("optimizer"))
+    optimizer = std::make_unique<optim::Adam>(model->parameters(), optim::AdamOptions{.lr = lr});
+  else optimizer = std::make_unique<optim::SGD>(model->parameters(), optim::SGDOptions{.lr = lr});
+  accelerator.prepare(*optimizer);
+  data::DataLoader train_loader = accelerator.prepare(
+      regression_data(40),
+      {.batch_size = differs("batch_size") ? 8 : 4, .shuffle = true, .seed = differs("seed") ? 6u : 5u});
+  data::DataLoader eval_loader = accelerator.prepare(
+      regression_data(10), {.batch_size = 5, .seed = static_cast<uint64_t>(accelerator.process_index())});
+  int64_t batches = 0;
+  for (const data::Batch& batch : train_loader) {
+    optimizer->zero_grad();
+    Tensor loss;
+    {
+      const amp::AutocastGuard autocast = accelerator.autocast();
+      loss = nn::functional::mse_loss((*model)(batch.input), batch.target);
+    }
+    accelerator.backward(loss);
+    accelerator.step(*optimizer);
+    ++batches;
+  }
+  std::cout << rank_name() << ": the settings agree, trained " << batches << " batches\n";
+}
+
 void run(const std::string& scenario, const std::string& out, const test::WorkerArgument& arg) {
   if (scenario == "metrics") metrics(std::stoll(arg(3)), arg(4) == "even");
   else if (scenario == "train")
     train(out, arg(3), std::stoll(arg(4)), std::stoll(arg(5)), std::stoi(arg(6)), arg(7) == "even", std::stoi(arg(8)));
   else if (scenario == "resume") resume(out, arg(3), std::stoll(arg(4)), std::stoll(arg(5)));
+  else if (scenario == "settings") settings(arg(3));
   else SG_FAIL("unknown scenario '", scenario, "'");
 }
 

@@ -114,6 +114,14 @@ void mismatched_models() {
   dist::DistributedDataParallel ddp_model(model);
 }
 
+// The same model, but only rank 1 asks DDP to look for unused parameters: its end of backward
+// would all-reduce which parameters got a gradient anywhere, a collective rank 0 never joins.
+void mismatched_options() {
+  Generator generator(3);
+  auto model = std::make_shared<nn::Linear>(10, 4, true, &generator);
+  dist::DistributedDataParallel ddp_model(model, {.find_unused_parameters = dist::get_rank() == 1});
+}
+
 // Rows [begin, end) of the BatchNorm batch for `rank`: 8 rows split 3, 3, 2 on three ranks
 // (unequal on purpose) and 4, 4 on two.
 std::pair<int64_t, int64_t> batch_norm_rows(int rank, int world) {
@@ -303,6 +311,7 @@ int main(int argc, char** argv) {
     else if (scenario == "two_inputs") two_inputs(out);
     else if (scenario == "unused") unused_parameters(out, arg(3, "1") == "1");
     else if (scenario == "mismatch") mismatched_models();
+    else if (scenario == "mismatch_options") mismatched_options();
     else if (scenario == "syncbn") sync_batch_norm(out);
     else if (scenario == "buffers") buffers(out);
     else if (scenario == "rank_dies") rank_dies();

@@ -393,6 +393,35 @@ TEST_CASE("a mid-epoch state of 2 ranks resumes on 1 process at the same global 
   CHECK(sorted_values(stopped) == sorted_values(std::vector<std::string>(full.begin(), full.begin() + 6)));
 }
 
+TEST_CASE("ranks that differ in a setting all stop, naming the setting, each rank's value and the ranks") {
+  const std::pair<std::string, std::string> cases[] = {
+      {"lr", "ranks disagree on optimizer.lr: rank 0 has 0.001, rank 1 has 0.01"},
+      {"optimizer", "ranks disagree on optimizer.type: rank 0 has SGD, rank 1 has Adam"},
+      {"mixed_precision", "ranks disagree on accelerator.mixed_precision: rank 0 has bf16, rank 1 has f16"},
+      {"seed", "ranks disagree on loaders[0].seed: rank 0 has 5, rank 1 has 6"},
+      {"batch_size", "ranks disagree on loaders[0].batch_size: rank 0 has 4, rank 1 has 8"},
+      {"vocabulary", "ranks disagree on vocabulary: rank 0 has abc, rank 1 has abd"},
+  };
+  for (const auto& [setting, message] : cases) {
+    CAPTURE(setting);
+    test::TempDir out;
+    const test::RankResults result = test::run_ranks(SG_DIST_WORKER_ACCELERATOR, 2, {"settings", out.path(), setting});
+    INFO(result.summary());
+    CHECK(!result.timed_out);
+    for (int rank = 0; rank < 2; ++rank) {
+      CHECK(result.exit_code(rank) == 3);
+      CHECK(test::contains(result.output(rank), message));
+    }
+  }
+}
+
+TEST_CASE("ranks that agree train, and a loader that does not shuffle may have a seed per rank") {
+  test::TempDir out;
+  const test::RankResults result = run_scenario(2, {"settings", out.path(), "none"});
+  for (int rank = 0; rank < 2; ++rank)
+    CHECK(test::contains(result.output(rank), "the settings agree, trained 5 batches"));
+}
+
 TEST_CASE("device cpu puts model and batches on the CPU, and without a GPU auto does too and cuda is an error") {
   dist::AcceleratorOptions options;
   options.device = "cpu";

@@ -126,6 +126,17 @@ TEST_CASE("ranks that build different models fail at DDP construction, naming th
   }
 }
 
+TEST_CASE("ranks that give DDP different options fail at construction, naming the option and each rank's value") {
+  test::TempDir out;
+  const auto result = test::run_ranks(SG_DIST_WORKER_DDP, 2, {"mismatch_options", out.path()});
+  INFO(result.summary());
+  for (int rank = 0; rank < 2; ++rank) {
+    CHECK(result.exit_code(rank) == 3);
+    CHECK(test::contains(result.output(rank),
+                         "ranks disagree on ddp.find_unused_parameters: rank 0 has false, rank 1 has true"));
+  }
+}
+
 TEST_CASE("DDP: after each training step every rank holds the buffers rank 0's forward computed") {
   // Reference: rank 0's rows alone, a training forward on batch 0, then one on batch 1.
   auto model = ddp::make_linear_batch_norm();

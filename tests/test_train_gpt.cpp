@@ -234,6 +234,25 @@ TEST_CASE("train_gpt on 2 processes equals 1 process on the combined batch") {
   CHECK(std::abs(eval_losses(dir.path() + "/one.csv").back() - eval_losses(dir.path() + "/two.csv").back()) < 1e-4);
 }
 
+TEST_CASE("train_gpt on 2 ranks given texts of one vocabulary size but other characters stops on both ranks") {
+  test::TempDir dir;
+  // 216 characters each, as write_text's: the same number of examples, of vocabulary sizes 3 and 3.
+  std::string abc, abd;
+  for (int i = 0; i < 72; ++i) abc += "abc", abd += "abd";
+  std::ofstream(dir.path() + "/text0.txt") << abc;
+  std::ofstream(dir.path() + "/text1.txt") << abd;
+  std::vector<std::string> args = small_run(dir.path(), "texts", 8, 1);
+  for (std::string& arg : args)
+    if (arg.starts_with("data_config.path=")) arg = "data_config.path=" + dir.path() + "/text{rank}.txt";
+  const test::RankResults result = test::run_ranks(SG_TRAIN_GPT, 2, args, {}, 60);
+  INFO(result.summary());
+  CHECK(!result.timed_out);
+  for (int rank = 0; rank < 2; ++rank) {
+    CHECK(result.exit_code(rank) != 0);
+    CHECK(test::contains(result.output(rank), "ranks disagree on vocabulary: rank 0 has abc, rank 1 has abd"));
+  }
+}
+
 TEST_CASE(
     "under sgrun --max-restarts 1 a worker killed mid-epoch resumes from the snapshot and ends as an unkilled run") {
   test::TempDir dir;

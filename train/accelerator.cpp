@@ -16,6 +16,7 @@
 #include "dist/environment.h"
 #include "dist/sync_batchnorm.h"
 #include "optim/clip_grad.h"
+#include "train/run_settings.h"
 
 namespace sg::dist {
 
@@ -180,6 +181,7 @@ Accelerator::Accelerator(const AcceleratorOptions& options)
     init_process_group(init);
     owns_group_ = true;
   }
+  check_agreement(accelerator_settings(options_));
 }
 
 Accelerator::~Accelerator() {
@@ -202,6 +204,7 @@ std::shared_ptr<nn::Module> Accelerator::prepare(std::shared_ptr<nn::Module> mod
 }
 
 optim::Optimizer& Accelerator::prepare(optim::Optimizer& optimizer) {
+  check_agreement(optimizer_settings(optimizer));
   optimizer_ = &optimizer;
   return optimizer;
 }
@@ -226,12 +229,17 @@ data::DataLoader Accelerator::prepare(std::shared_ptr<const data::Dataset> datas
                                                             options.shuffle, options.seed);
   auto batches = std::make_shared<data::DistributedBatchSampler>(std::move(sampler), options.batch_size,
                                                                  options.drop_last, options_.even_batches);
+  check_agreement(loader_settings(loaders_.positions().size(), options, *batches));  // one position per loader
   options.observer = loaders_.track(batches);
   options.batch_sampler = std::move(batches);  // it decides order and batches
   options.shuffle = false;
   options.drop_last = false;
   options.device = device_;
   return data::DataLoader(std::move(dataset), std::move(options));
+}
+
+void Accelerator::check_agreement(const RunFingerprint& fingerprint) {
+  if (num_processes() > 1) check_ranks_agree(default_group(), fingerprint, "Accelerator");
 }
 
 amp::AutocastGuard Accelerator::autocast() const {

@@ -42,6 +42,7 @@
 #include "amp/grad_scaler.h"
 #include "data/dataloader.h"
 #include "dist/ddp.h"
+#include "dist/run_fingerprint.h"
 #include "log/summary_writer.h"
 #include "nn/module.h"
 #include "optim/checkpoint.h"
@@ -84,6 +85,9 @@ public:
   // dist/environment.h) initialises the default process group from the environment, unless the
   // program already did — over NCCL when the device is a GPU, over Gloo on the CPU; otherwise
   // runs as one process.
+  // On several processes, the ranks then compare their options, and later each prepared
+  // optimizer and loader (Note [Ranks agree on the run's settings] in dist/run_fingerprint.h):
+  // ranks that differ stop, all of them, with an sg::Error naming the setting and each rank's value.
   Accelerator();
   explicit Accelerator(const AcceleratorOptions& options);
   ~Accelerator();  // destroys the group if it created it
@@ -112,6 +116,18 @@ public:
   // The accelerator follows the loader's passes: gather_for_metrics, accumulate and save_state
   // know which batch the loop is on.
   data::DataLoader prepare(std::shared_ptr<const data::Dataset> dataset, data::DataLoaderOptions options);
+
+  // Stops every rank with an sg::Error naming `name` and each rank's `value` when the ranks'
+  // values differ — for what the program knows must agree and the accelerator cannot see, e.g.
+  // check_agreement("vocabulary", vocabulary.to_utf8()) (Note [Ranks agree on the run's
+  // settings] in dist/run_fingerprint.h). A collective: every rank calls it. Nothing on one process.
+  template <typename Value>
+  void check_agreement(const std::string& name, const Value& value) {
+    RunFingerprint fingerprint;
+    fingerprint.add(name, value);
+    check_agreement(fingerprint);
+  }
+  void check_agreement(const RunFingerprint& fingerprint);  // several fields at once
 
   // The autocast region of the chosen mixed precision (a region that casts nothing for "no").
   amp::AutocastGuard autocast() const;
