@@ -1,6 +1,7 @@
 // apps/train_gpt as a program: its configuration errors, a short training run, a resumed run that
 // continues bit-identically, 2 processes against 1 on the combined batch, and a worker killed under
-// sgrun --max-restarts 1. Every run trains gpt-nano on a small text for speed.
+// sgrun --max-restarts 1, and a four-letter text whose sample ends the run.
+// Every run trains gpt-nano on a small text for speed.
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -193,4 +194,19 @@ TEST_CASE(
   CHECK(test::contains(sgrun.output(0), "at Epoch 1"));
   CHECK(weight_difference(dir.path() + "/plain.safetensors", dir.path() + "/killed.safetensors") == 0);
   CHECK(eval_losses(dir.path() + "/plain.csv").back() == eval_losses(dir.path() + "/killed.csv").back());
+}
+
+TEST_CASE("train_gpt on a text of fewer than 10 distinct characters ends with its sample (top_k 10 keeps all 4)") {
+  test::TempDir dir;
+  const std::string dna = dir.path() + "/dna.txt";
+  std::string text;
+  for (int i = 0; i < 216; ++i) text += "ACGT"[(i * 7 + i / 5) % 4];
+  std::ofstream(dna) << text;
+  std::vector<std::string> args = small_run(dir.path(), "dna", 16, 1);
+  args[0] = "data_config.path=" + dna;
+  const Run run = train_gpt(args);
+  INFO(run.output);
+  CHECK(run.exit_code == 0);
+  CHECK(test::contains(run.output, "Data has 216 characters, 4 unique."));
+  CHECK(test::contains(run.output, "--- sample (20 tokens, top_k 10) ---"));
 }
