@@ -34,8 +34,8 @@
 #include "models/cnn.h"
 #include "models/resnet.h"
 #include "nn/functional.h"
-#include "nn/pretrained.h"
 #include "optim/checkpoint.h"
+#include "optim/fine_tuning_weights.h"
 #include "optim/lr_scheduler.h"
 #include "optim/sgd.h"
 #include "syncgrad.h"
@@ -176,8 +176,8 @@ int run(const Config& config) {
   std::shared_ptr<sg::models::ResNet> resnet =
       sg::models::make_resnet(config.model, {.num_classes = config.num_classes});
   if (!config.weights.empty()) {  // before prepare(): rank 0's weights are what DDP broadcasts
-    const sg::nn::PretrainedReport report = sg::nn::load_pretrained(*resnet, config.weights);
-    accelerator.print("loaded ", config.weights, ":\n", report.str());
+    const sg::nn::PretrainedReport report = sg::optim::load_fine_tuning_weights(*resnet, config.weights, "fc.");
+    accelerator.print("--weights ", config.weights, ": ", report.str());
   }
   const sg::TensorList trainable = freeze_all_but_fc(*resnet, config.freeze_layers);
   std::shared_ptr<sg::nn::Module> model = accelerator.prepare(resnet);
@@ -284,9 +284,11 @@ int main(int argc, char** argv) {
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
   app.add_flag("--scale-lr", config.scale_lr, "Multiply --lr by the number of processes (the recipe's multi-GPU rule)");
-  app.add_option("--weights", config.weights,
-                 "Start from these weights (safetensors; scripts/convert-torchvision-weights.py makes torchvision's): "
-                 "tensors whose shape differs from the model's (the 1000-class head) are dropped")
+  app.add_option(
+         "--weights", config.weights,
+         "Start from these weights: a safetensors state_dict of --model (scripts/convert-torchvision-weights.py "
+         "makes torchvision's) or a checkpoint of this program (--save-dir, --snapshot). fc may differ (the "
+         "1000-class head is dropped); any other tensor that does not load is an error")
       ->check(CLI::ExistingFile);
   app.add_flag("--freeze-layers", config.freeze_layers, "Train fc only; every other parameter keeps its value");
   app.add_flag("--sync-bn", config.sync_bn,
