@@ -1,6 +1,6 @@
 // apps/train_gpt as a program: its configuration errors, a short training run, a resumed run that
 // continues bit-identically, 2 processes against 1 on the combined batch, and a worker killed under
-// sgrun --max-restarts 1, and a four-letter text whose sample ends the run.
+// sgrun --max-restarts 1, a four-letter text, and a diverging run stopped with its snapshot kept.
 // Every run trains gpt-nano on a small text for speed.
 #include <cmath>
 #include <filesystem>
@@ -209,4 +209,29 @@ TEST_CASE("train_gpt on a text of fewer than 10 distinct characters ends with it
   CHECK(run.exit_code == 0);
   CHECK(test::contains(run.output, "Data has 216 characters, 4 unique."));
   CHECK(test::contains(run.output, "--- sample (20 tokens, top_k 10) ---"));
+}
+
+TEST_CASE("train_gpt stops after --max-nonfinite-steps inf or NaN losses in a row and keeps the snapshot before") {
+  test::TempDir dir;
+  const std::string snapshot = dir.path() + "/a.safetensors";
+  REQUIRE(train_gpt(small_run(dir.path(), "a", 16, 1)).exit_code == 0);  // epoch 1: steps 1 to 10
+  test::set_snapshot_lr(snapshot, 1e30);                                 // epoch 2 diverges in a step or two
+  const std::string good = test::read_text(snapshot);
+  std::vector<std::string> resumed = small_run(dir.path(), "a", 16, 2);
+  resumed.insert(resumed.end(), {"--max-nonfinite-steps", "3"});
+  Run diverged = train_gpt(resumed);
+  INFO(diverged.output);
+  CHECK(diverged.exit_code == 1);
+  CHECK(test::contains(diverged.output, "train_gpt: the loss went non-finite ("));
+  CHECK(test::contains(diverged.output, " and stayed so for 3 consecutive steps, to step 1"));
+  CHECK(test::contains(diverged.output, "so training stopped (--max-nonfinite-steps 3; 0 never stops)"));
+  CHECK(!test::contains(diverged.output, "Snapshot saved at epoch 2"));
+  CHECK(test::read_text(snapshot) == good);
+  resumed.back() = "0";
+  diverged = train_gpt(resumed);
+  INFO(diverged.output);
+  CHECK(diverged.exit_code == 1);
+  CHECK(test::contains(diverged.output, "train_gpt: not writing " + snapshot + " after step 20: the model's "));
+  CHECK(!test::contains(diverged.output, "--- sample"));
+  CHECK(test::read_text(snapshot) == good);
 }

@@ -3,8 +3,9 @@
 // LambdaLR over the epochs, a run on 2 processes under sgrun with SyncBatchNorm that counts each
 // validation image once, a worker killed under sgrun --max-restarts 1 that resumes from the
 // snapshot and ends where an unkilled run ends, pretrained weights with the head dropped and
-// everything but fc frozen, and its own checkpoints taken back as weights and other models'
-// refused. Every run trains resnet18, which is quick at 32 x 32.
+// everything but fc frozen, its own checkpoints taken back as weights and other models' refused,
+// and a diverging run stopped with its snapshot kept. Every run trains resnet18, which is quick at
+// 32 x 32.
 #include <cmath>
 #include <filesystem>
 #include <sstream>
@@ -230,4 +231,26 @@ TEST_CASE("train_resnet --weights refuses a file of another model, naming it and
     CHECK(test::contains(run.output, "every tensor outside the head (fc.*) must come from the file"));
     CHECK(!test::contains(run.output, "epoch 1/1"));
   }
+}
+
+TEST_CASE("train_resnet stops after --max-nonfinite-steps inf or NaN losses in a row and keeps the snapshot before") {
+  test::TempDir dir;
+  const std::string root = write_folder(dir.path());
+  const std::string snapshot = dir.path() + "/snapshot.safetensors";
+  const std::vector<std::string> run = small_run(root, 1) + std::vector<std::string>{"--snapshot", snapshot};
+  REQUIRE(train_resnet(run).exit_code == 0);  // epoch 1: steps 1 to 4
+  test::set_snapshot_lr(snapshot, 1e30);      // epoch 2 diverges in a step or two
+  const std::string good = test::read_text(snapshot);
+  std::vector<std::string> resumed = small_run(root, 2) + std::vector<std::string>{"--snapshot", snapshot};
+  Run diverged = train_resnet(resumed + std::vector<std::string>{"--max-nonfinite-steps", "2"});
+  INFO(diverged.output);
+  CHECK(diverged.exit_code == 1);
+  CHECK(test::contains(diverged.output, "train_resnet: the loss went non-finite ("));
+  CHECK(test::contains(diverged.output, "so training stopped (--max-nonfinite-steps 2; 0 never stops)"));
+  CHECK(test::read_text(snapshot) == good);
+  diverged = train_resnet(resumed + std::vector<std::string>{"--max-nonfinite-steps", "0"});
+  INFO(diverged.output);
+  CHECK(diverged.exit_code == 1);
+  CHECK(test::contains(diverged.output, "train_resnet: not writing " + snapshot + " after step 8: the model's "));
+  CHECK(test::read_text(snapshot) == good);
 }
