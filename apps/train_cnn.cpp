@@ -6,7 +6,6 @@
 #include <CLI/CLI.hpp>
 
 #include <cerrno>
-#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -28,6 +27,7 @@
 #include "optim/sgd.h"
 #include "syncgrad.h"
 #include "train/accelerator.h"
+#include "train/nonfinite_loss.h"
 
 namespace {
 
@@ -180,7 +180,7 @@ int run(const Config& config) {
   if (scaler.is_enabled()) log_columns.insert(log_columns.end(), {"scale", "skipped_steps"});
   sg::data::MetricsLog log(accelerator.is_main_process() ? config.log : "", log_columns);
   std::FILE* progress_out = accelerator.is_main_process() ? stderr : nullptr;
-  int nonfinite_losses = 0;  // consecutive steps whose loss was inf or NaN
+  sg::dist::NonfiniteLossGuard nonfinite_guard(config.max_nonfinite_steps, "--max-nonfinite-steps");
   for (int epoch = start_epoch; epoch < config.epochs; ++epoch) {
     train_loader.set_epoch(epoch);
     sg::data::ProgressBar bar(train_loader.size(),
@@ -214,15 +214,7 @@ int run(const Config& config) {
       bar.update(1, batch.input.size(0) * accelerator.num_processes(), shown);
       log.write(row);
       accelerator.log(scalars, step);
-      // An inf or NaN *gradient* with a finite loss is f16's overflow, which the scaler handles by
-      // skipping the step (skipped_steps). An inf or NaN *loss* is the forward itself failing: no
-      // scale fixes it, and without a scaler the step has just written NaN into the weights. A
-      // streak of them means the run is lost (too large an lr, bad data), so stop.
-      nonfinite_losses = std::isfinite(loss_value) ? 0 : nonfinite_losses + 1;
-      SG_CHECK(config.max_nonfinite_steps == 0 || nonfinite_losses < config.max_nonfinite_steps, "the loss was ",
-               loss_value, " for ", nonfinite_losses, " consecutive steps (epoch ", epoch + 1, ", step ", step,
-               "), so training stopped (--max-nonfinite-steps ", config.max_nonfinite_steps,
-               "; 0 never stops). Try a smaller --lr");
+      nonfinite_guard.observe(loss_value, step);  // Note [Stopping on a non-finite loss]
     }
     bar.finish();
     const double train_seconds = bar.elapsed_seconds(), images_per_second = bar.items_per_second();
@@ -241,8 +233,11 @@ int run(const Config& config) {
     accelerator.log({{"loss/test", result.loss}, {"accuracy/test", result.accuracy}}, step);
     const sg::optim::Metadata metadata = {
         {"epoch", std::to_string(epoch + 1)}, {"step", std::to_string(step)}, {"model", config.model}};
-    if (!config.save.empty()) accelerator.save_state(config.save, *model, metadata);
-    if (!config.snapshot.empty()) accelerator.save_state(config.snapshot, *model, metadata);
+    for (const std::string& path : {config.save, config.snapshot}) {
+      if (path.empty()) continue;
+      nonfinite_guard.check_before_saving(accelerator.unwrap_model(*model), path, step);
+      accelerator.save_state(path, *model, metadata);
+    }
   }
   accelerator.end_training();
   return 0;
@@ -314,7 +309,8 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--max-nonfinite-steps", config.max_nonfinite_steps,
                  "Stop with an error after N consecutive steps whose loss is inf or NaN (0: never). Steps the f16 "
-                 "loss scaler skips for overflowing gradients do not count")
+                 "loss scaler skips for overflowing gradients do not count; --save and --snapshot are never "
+                 "overwritten with inf or NaN weights")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
   CLI11_PARSE(app, argc, argv);

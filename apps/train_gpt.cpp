@@ -38,6 +38,7 @@
 #include "optim/checkpoint.h"
 #include "syncgrad.h"
 #include "train/accelerator.h"
+#include "train/nonfinite_loss.h"
 
 namespace {
 
@@ -62,6 +63,7 @@ struct AppOptions {
   bool greedy = false;
   bool no_cache = false;
   uint64_t seed = 0;
+  int max_nonfinite_steps = 5;  // 0: train on whatever the loss is
 };
 
 constexpr int kMaxThreads = 1024;
@@ -203,6 +205,7 @@ int train(const RunConfig& config, const AppOptions& app) {
   std::FILE* progress_out = accelerator.is_main_process() ? stderr : nullptr;
   const sg::TensorList params = model->parameters();
   const int64_t tokens_per_step = trainer.batch_size * gpt_config.block_size * accelerator.num_processes();
+  sg::dist::NonfiniteLossGuard nonfinite_guard(app.max_nonfinite_steps, "--max-nonfinite-steps");
   for (int64_t epoch = epochs_run + 1; epoch <= trainer.max_epochs; ++epoch) {  // 1-based, as the recipe
     train_loader.set_epoch(epoch);
     sg::data::ProgressBar bar(train_loader.size(),
@@ -230,6 +233,7 @@ int train(const RunConfig& config, const AppOptions& app) {
       std::map<std::string, double> scalars = {{"loss/train", loss_value}, {"grad_norm", grad_norm}};
       if (scaler.is_enabled()) scalars["amp/loss_scale"] = scaler.get_scale();
       accelerator.log(scalars, step);
+      nonfinite_guard.observe(loss_value, step);  // Note [Stopping on a non-finite loss]
       maybe_kill_for_test(step, accelerator.process_index());
     }
     bar.finish();
@@ -239,6 +243,7 @@ int train(const RunConfig& config, const AppOptions& app) {
       sg::optim::Metadata metadata = model_info;
       metadata["epoch"] = std::to_string(epoch);
       metadata["step"] = std::to_string(step);
+      nonfinite_guard.check_before_saving(*gpt, trainer.snapshot_path, step);
       accelerator.save_state(trainer.snapshot_path, *model, metadata);
       accelerator.print("Snapshot saved at epoch ", epoch);
     }
@@ -334,6 +339,12 @@ int main(int argc, char** argv) {
   cli.add_flag("--greedy", app.greedy, "--generate: take the most likely character instead of sampling");
   cli.add_flag("--no-cache", app.no_cache, "--generate: recompute the whole context for every token (no KV cache)");
   cli.add_option("--seed", app.seed, "--generate: seed of the sampling")->capture_default_str();
+  cli.add_option("--max-nonfinite-steps", app.max_nonfinite_steps,
+                 "Stop with an error after N consecutive steps whose loss is inf or NaN (0: never). Steps the f16 "
+                 "loss scaler skips for overflowing gradients do not count; the snapshot is never overwritten with "
+                 "inf or NaN weights")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
   CLI11_PARSE(cli, argc, argv);
   try {
     if (app.generate) return generate(app);

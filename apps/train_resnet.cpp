@@ -34,12 +34,13 @@
 #include "models/cnn.h"
 #include "models/resnet.h"
 #include "nn/functional.h"
-#include "nn/pretrained.h"
 #include "optim/checkpoint.h"
+#include "optim/fine_tuning_weights.h"
 #include "optim/lr_scheduler.h"
 #include "optim/sgd.h"
 #include "syncgrad.h"
 #include "train/accelerator.h"
+#include "train/nonfinite_loss.h"
 
 namespace {
 
@@ -66,6 +67,7 @@ struct Config {
   std::string snapshot;
   std::string save_dir;
   std::string tensorboard;
+  int max_nonfinite_steps = 5;  // 0: train on whatever the loss is
 };
 
 constexpr int kMaxThreads = 1024;
@@ -176,8 +178,8 @@ int run(const Config& config) {
   std::shared_ptr<sg::models::ResNet> resnet =
       sg::models::make_resnet(config.model, {.num_classes = config.num_classes});
   if (!config.weights.empty()) {  // before prepare(): rank 0's weights are what DDP broadcasts
-    const sg::nn::PretrainedReport report = sg::nn::load_pretrained(*resnet, config.weights);
-    accelerator.print("loaded ", config.weights, ":\n", report.str());
+    const sg::nn::PretrainedReport report = sg::optim::load_fine_tuning_weights(*resnet, config.weights, "fc.");
+    accelerator.print("--weights ", config.weights, ": ", report.str());
   }
   const sg::TensorList trainable = freeze_all_but_fc(*resnet, config.freeze_layers);
   std::shared_ptr<sg::nn::Module> model = accelerator.prepare(resnet);
@@ -209,6 +211,7 @@ int run(const Config& config) {
                     accelerator.device(), ", ", config.batch_size, " images per process and step, lr ", lr);
 
   std::FILE* progress_out = is_main ? stderr : nullptr;
+  sg::dist::NonfiniteLossGuard nonfinite_guard(config.max_nonfinite_steps, "--max-nonfinite-steps");
   for (int epoch = start_epoch; epoch < config.epochs; ++epoch) {
     train_loader.set_epoch(epoch);
     const double epoch_lr = optimizer.lr(0);
@@ -226,8 +229,7 @@ int run(const Config& config) {
       accelerator.step(optimizer);
       ++step;
       const double loss_value = loss.item();
-      SG_CHECK(std::isfinite(loss_value), "the loss is ", loss_value, " at epoch ", epoch + 1, ", step ", step,
-               " (the recipe stops here too); try a smaller --lr");
+      nonfinite_guard.observe(loss_value, step);  // Note [Stopping on a non-finite loss]
       loss_sum += loss_value;
       bar.update(1, batch.input.size(0) * accelerator.num_processes(), {{"loss", loss_value}});
       maybe_kill_for_test(step, accelerator.process_index());
@@ -242,13 +244,18 @@ int run(const Config& config) {
                       epoch_lr, " (", format_fixed(bar.elapsed_seconds(), 1), " s, ",
                       format_fixed(bar.items_per_second(), 1), " img/s)");
     accelerator.log({{"loss", train_loss}, {"accuracy", accuracy / 100.0}, {"learning_rate", epoch_lr}}, epoch);
-    if (!config.save_dir.empty() && is_main)  // the recipe's weights/model-{epoch}.pth
-      sg::optim::save_checkpoint(config.save_dir + "/model-" + std::to_string(epoch) + ".safetensors",
-                                 accelerator.unwrap_model(*model));
-    if (!config.snapshot.empty())
+    const sg::nn::Module& weights = accelerator.unwrap_model(*model);
+    if (!config.save_dir.empty()) {  // the recipe's weights/model-{epoch}.pth
+      const std::string path = config.save_dir + "/model-" + std::to_string(epoch) + ".safetensors";
+      nonfinite_guard.check_before_saving(weights, path, step);
+      if (is_main) sg::optim::save_checkpoint(path, weights);
+    }
+    if (!config.snapshot.empty()) {
+      nonfinite_guard.check_before_saving(weights, config.snapshot, step);
       accelerator.save_state(
           config.snapshot, *model,
           {{"epoch", std::to_string(epoch + 1)}, {"step", std::to_string(step)}, {"model", config.model}});
+    }
   }
   accelerator.end_training();
   return 0;
@@ -284,9 +291,11 @@ int main(int argc, char** argv) {
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
   app.add_flag("--scale-lr", config.scale_lr, "Multiply --lr by the number of processes (the recipe's multi-GPU rule)");
-  app.add_option("--weights", config.weights,
-                 "Start from these weights (safetensors; scripts/convert-torchvision-weights.py makes torchvision's): "
-                 "tensors whose shape differs from the model's (the 1000-class head) are dropped")
+  app.add_option(
+         "--weights", config.weights,
+         "Start from these weights: a safetensors state_dict of --model (scripts/convert-torchvision-weights.py "
+         "makes torchvision's) or a checkpoint of this program (--save-dir, --snapshot). fc may differ (the "
+         "1000-class head is dropped); any other tensor that does not load is an error")
       ->check(CLI::ExistingFile);
   app.add_flag("--freeze-layers", config.freeze_layers, "Train fc only; every other parameter keeps its value");
   app.add_flag("--sync-bn", config.sync_bn,
@@ -322,6 +331,12 @@ int main(int argc, char** argv) {
   app.add_option("--tensorboard", config.tensorboard,
                  "Write TensorBoard event files into this directory (by the main process): loss (mean training "
                  "loss), accuracy (validation, 0..1) and learning_rate per epoch, as the recipe");
+  app.add_option("--max-nonfinite-steps", config.max_nonfinite_steps,
+                 "Stop with an error after N consecutive steps whose loss is inf or NaN (0: never; the recipe stops "
+                 "at the first, as 1 does). Steps the f16 loss scaler skips for overflowing gradients do not count; "
+                 "--save-dir and --snapshot files are never written from inf or NaN weights")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
   try {
     return run(config);

@@ -316,8 +316,12 @@ Tensor GPT::generate(const Tensor& idx, const GenerateOptions& options) {
            shape_str(idx.sizes()));
   SG_CHECK(options.max_new_tokens >= 0, kName, ".generate: max_new_tokens must be >= 0, got ", options.max_new_tokens);
   SG_CHECK(options.temperature > 0, kName, ".generate: temperature must be > 0, got ", options.temperature);
-  SG_CHECK(!options.top_k || (*options.top_k >= 1 && *options.top_k <= config.vocab_size), kName,
-           ".generate: top_k must lie in [1, vocab_size = ", config.vocab_size, "], got ", options.top_k.value_or(0));
+  SG_CHECK(!options.top_k || *options.top_k >= 1, kName, ".generate: top_k must be at least 1, got ",
+           options.top_k.value_or(0));
+  // A k beyond the vocabulary keeps every token, as in Hugging Face's TopKLogitsWarper and nanoGPT's
+  // min(top_k, logits.size(-1)): a 4-letter text sampled with top_k 10 is no error. Keeping all V
+  // masks nothing, so only a smaller k filters.
+  const int64_t top_k = std::min(options.top_k.value_or(config.vocab_size), config.vocab_size);
   NoGradGuard no_grad;
   const int64_t block_size = config.block_size;
   Tensor sequence = idx.to(head->weight.device());
@@ -336,8 +340,8 @@ Tensor GPT::generate(const Tensor& idx, const GenerateOptions& options) {
       logits = last_logits_cached(context, cache);
     }
     logits = logits / options.temperature;
-    if (options.top_k) {
-      const Tensor kth = topk(logits, *options.top_k).first.narrow(1, *options.top_k - 1, 1);
+    if (top_k < config.vocab_size) {
+      const Tensor kth = topk(logits, top_k).first.narrow(1, top_k - 1, 1);
       logits = masked_fill(logits, lt(logits, kth), -std::numeric_limits<double>::infinity());
     }
     const Tensor probs = softmax(logits, -1);

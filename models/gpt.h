@@ -132,7 +132,7 @@ struct GenerateOptions {
   int64_t max_new_tokens = 100;
   double temperature = 1.0;
   bool do_sample = false;          // sample from the distribution, else take the most likely token
-  std::optional<int64_t> top_k{};  // keep only the k most likely tokens before sampling
+  std::optional<int64_t> top_k{};  // keep only the k most likely tokens before sampling (all for k >= vocab_size)
   bool use_cache = true;           // Note [The KV cache]
   Generator* generator = nullptr;  // the sampling draws (the default generator when null)
 };

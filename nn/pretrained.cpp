@@ -14,7 +14,8 @@ std::string list_line(const char* title, const std::vector<std::string>& keys) {
 }  // namespace
 
 std::string PretrainedReport::str() const {
-  return list_line("dropped, shape differs from the model's", dropped_keys) +
+  return "loaded " + std::to_string(loaded) + " of " + std::to_string(expected) + " tensors\n" +
+         list_line("dropped, shape differs from the model's", dropped_keys) +
          list_line("missing from the file", missing_keys) + list_line("unexpected, not in the model", unexpected_keys);
 }
 
@@ -36,6 +37,8 @@ PretrainedReport load_pretrained(Module& model, const StateDict& state) {
   for (const std::string& name : loaded.missing_keys)
     if (!state.contains(name)) report.missing_keys.push_back(name);
   report.unexpected_keys = std::move(loaded.unexpected_keys);
+  report.expected = static_cast<int64_t>(own.size());
+  report.loaded = report.expected - static_cast<int64_t>(loaded.missing_keys.size());
   return report;
 }
 

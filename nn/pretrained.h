@@ -11,6 +11,7 @@
 //   Module::load_state_dict(strict = false), and reports the three lists so a run's log shows
 //   exactly which weights kept their fresh initialisation. A dtype mismatch is still an error
 //   (load_state_dict names the key): a silent conversion could hide loading the wrong file.
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -19,11 +20,13 @@
 namespace sg::nn {
 
 struct PretrainedReport {
+  int64_t loaded = 0;    // the model's tensors (parameters and buffers) that took the file's values
+  int64_t expected = 0;  // all of the model's tensors: what a file of the same model loads
   // In the file and the model with different shapes: "fc.weight (file [1000, 512], model [10, 512])".
   std::vector<std::string> dropped_keys;
   std::vector<std::string> missing_keys;     // in the model, not in the file (the model keeps its values)
   std::vector<std::string> unexpected_keys;  // in the file, not in the model (ignored)
-  // One line per list, "(none)" for an empty one, for a run's log.
+  // "loaded L of E tensors", then one line per list, "(none)" for an empty one, for a run's log.
   std::string str() const;
 };
 

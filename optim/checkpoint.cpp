@@ -11,8 +11,6 @@ namespace sg::optim {
 namespace {
 using json = nlohmann::json;
 
-constexpr const char* kModelPrefix = "model.";
-constexpr const char* kOptimizerPrefix = "optimizer.";
 constexpr const char* kOptimizerKey = "optimizer";
 
 bool strip_prefix(const std::string& name, const std::string& prefix, std::string& rest) {

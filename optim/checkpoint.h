@@ -21,6 +21,10 @@ namespace sg::optim {
 
 using Metadata = std::map<std::string, std::string>;
 
+// The prefixes of Note [Checkpoint layout].
+inline constexpr const char* kModelPrefix = "model.";
+inline constexpr const char* kOptimizerPrefix = "optimizer.";
+
 // Writes atomically: on failure the previous file at `path` is intact. The metadata key
 // "optimizer" is reserved.
 void save_checkpoint(const std::string& path, const nn::Module& model, const Optimizer* optimizer = nullptr,

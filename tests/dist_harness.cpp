@@ -17,7 +17,9 @@
 #include <thread>
 
 #include <doctest/doctest.h>
+#include <nlohmann/json.hpp>
 
+#include "core/safetensors.h"
 #include "launch/launcher.h"
 
 extern char** environ;
@@ -161,6 +163,19 @@ AppRun run_app(const std::string& program, const std::vector<std::string>& args,
   INFO(results.summary());
   REQUIRE(!results.timed_out);
   return {results.exit_code(0), results.output(0)};
+}
+
+void set_snapshot_lr(const std::string& path, double lr) {
+  SafetensorsFile file = load_safetensors(path);
+  nlohmann::json optimizer = nlohmann::json::parse(file.metadata.at("optimizer"));
+  for (nlohmann::json& group : optimizer.at("param_groups")) group.at("hyperparameters")["lr"] = lr;
+  file.metadata["optimizer"] = optimizer.dump();
+  if (const auto schedule = file.metadata.find("scheduler"); schedule != file.metadata.end()) {
+    nlohmann::json state = nlohmann::json::parse(schedule->second);  // the lr it scales on resume
+    for (nlohmann::json& base_lr : state.at("base_lrs")) base_lr = lr;
+    schedule->second = state.dump();
+  }
+  save_safetensors(path, file.tensors, file.metadata);
 }
 
 }  // namespace sg::test

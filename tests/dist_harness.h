@@ -58,6 +58,12 @@ private:
 
 std::string read_text(const std::string& path);
 
+// Sets the learning rate of every parameter group in the optimizer state of the snapshot at `path`
+// (an app's --snapshot: Note [Checkpoint layout] in optim/checkpoint.h), and the base lrs of its
+// schedule if it has one, leaving its weights as they are, so that a run resumed from it goes on
+// at `lr` (times the schedule's factor): 1e30 makes a good snapshot diverge.
+void set_snapshot_lr(const std::string& path, double lr);
+
 inline bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
 
 }  // namespace sg::test

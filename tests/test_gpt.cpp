@@ -151,13 +151,29 @@ TEST_CASE("sampled generation with the cache draws the same tokens as without it
   CHECK(runs[0] == runs[1]);
 }
 
+TEST_CASE("a top_k beyond the vocabulary keeps every token: it samples as no top_k does") {
+  Generator init(8);
+  GPT model(nano(4, 16), &init);  // a 4-letter vocabulary, as a DNA text's
+  model.eval();
+  const Tensor prompt = randint(0, 4, {2, 3}, {DType::i64}, &init);
+  std::vector<std::vector<double>> runs;
+  for (const std::optional<int64_t> top_k :
+       {std::optional<int64_t>(10), std::optional<int64_t>(4), std::optional<int64_t>()}) {
+    Generator sampler(99);
+    runs.push_back(test::values(
+        model.generate(prompt, {.max_new_tokens = 12, .do_sample = true, .top_k = top_k, .generator = &sampler})));
+  }
+  CHECK(runs[0] == runs[2]);
+  CHECK(runs[1] == runs[2]);
+}
+
 TEST_CASE("generate refuses a bad context, temperature or top_k, naming the value") {
   GPT model(nano(11, 8));
   const Tensor prompt = zeros({1, 2}, {DType::i64});
   CHECK_THROWS_WITH_AS(model.generate(prompt, {.temperature = 0}), doctest::Contains("temperature must be > 0, got 0"),
                        Error);
-  CHECK_THROWS_WITH_AS(model.generate(prompt, {.top_k = 12}),
-                       doctest::Contains("top_k must lie in [1, vocab_size = 11], got 12"), Error);
+  CHECK_THROWS_WITH_AS(model.generate(prompt, {.top_k = 0}), doctest::Contains("top_k must be at least 1, got 0"),
+                       Error);
   CHECK_THROWS_WITH_AS(model.generate(zeros({1, 2}), {}), doctest::Contains("expected a non-empty i64 context"), Error);
   CHECK_THROWS_WITH_AS(model(zeros({1, 9}, {DType::i64})),
                        doctest::Contains("cannot forward a sequence of length 9, block size is only 8"), Error);

@@ -233,7 +233,10 @@ TEST_CASE("load_pretrained drops the head whose shape differs and reports missin
         std::vector<std::string>{"fc.bias (file [1000], model [10])", "fc.weight (file [1000, 512], model [10, 512])"});
   CHECK(report.missing_keys == std::vector<std::string>{"layer4.0.bn2.running_var"});
   CHECK(report.unexpected_keys == std::vector<std::string>{"projection.weight"});
+  CHECK(report.loaded == 71);  // 74 tensors but the dropped head and the missing buffer
+  CHECK(report.expected == 74);
   CHECK(report.str() ==
+        "loaded 71 of 74 tensors\n"
         "dropped, shape differs from the model's (2): fc.bias (file [1000], model [10]), "
         "fc.weight (file [1000, 512], model [10, 512])\n"
         "missing from the file (1): layer4.0.bn2.running_var\n"
@@ -257,6 +260,7 @@ TEST_CASE("load_pretrained of a matching state_dict reports nothing and reproduc
   CHECK(report.missing_keys.empty());
   CHECK(report.unexpected_keys.empty());
   CHECK(report.str() ==
+        "loaded 74 of 74 tensors\n"
         "dropped, shape differs from the model's (0): (none)\nmissing from the file (0): (none)\n"
         "unexpected, not in the model (0): (none)\n");
   source->eval();

@@ -1,5 +1,6 @@
 // apps/train_cnn as a program: what it checks at start-up (flags, where it will write), a run
-// whose loss stops being finite, and a snapshot whose metadata makes no sense.
+// whose loss stops being finite (stopped, its snapshot kept), and a snapshot whose metadata makes
+// no sense.
 #include <filesystem>
 
 #include "dist_harness.h"
@@ -48,16 +49,36 @@ TEST_CASE("train_cnn refuses a --threads count outside 1 to 1024, naming the fla
   }
 }
 
-TEST_CASE("train_cnn stops with an error after --max-nonfinite-steps consecutive inf or NaN losses") {
+TEST_CASE("train_cnn stops after --max-nonfinite-steps inf or NaN losses in a row and keeps the snapshot before") {
   if (!have_fashion_mnist()) return;
-  // An lr of 1e30 blows the weights up in a step or two; from then on the loss is inf or NaN.
-  const Run run = train_cnn(
-      {"--optimizer", "sgd", "--lr", "1e30", "--train-subset", "640", "--epochs", "1", "--max-nonfinite-steps", "3"});
-  INFO(run.output);
-  CHECK(run.exit_code == 1);
-  CHECK(test::contains(run.output, " for 3 consecutive steps (epoch 1, step "));
-  CHECK(test::contains(run.output, "so training stopped (--max-nonfinite-steps 3; 0 never stops)"));
-  CHECK(!test::contains(run.output, "epoch 1: test loss"));
+  // 10 steps of 64 images per epoch. Epoch 1 trains at SGD's lr 0.005 into the snapshot; its lr is
+  // then set to 1e30, which blows the weights up in a step or two of epoch 2.
+  test::TempDir dir;
+  const std::string snapshot = dir.path() + "/snapshot.safetensors";
+  const std::vector<std::string> run = {"--optimizer",   "sgd", "--train-subset", "640",
+                                        "--test-subset", "100", "--snapshot",     snapshot};
+  const auto with = [&](std::vector<std::string> extra) {
+    extra.insert(extra.begin(), run.begin(), run.end());
+    return extra;
+  };
+  REQUIRE(train_cnn(with({"--epochs", "1"})).exit_code == 0);
+  test::set_snapshot_lr(snapshot, 1e30);
+  const std::string good = test::read_text(snapshot);
+  Run diverged = train_cnn(with({"--epochs", "2", "--max-nonfinite-steps", "3"}));
+  INFO(diverged.output);
+  CHECK(diverged.exit_code == 1);
+  CHECK(test::contains(diverged.output, "train_cnn: the loss went non-finite ("));
+  CHECK(test::contains(diverged.output, " and stayed so for 3 consecutive steps, to step 1"));
+  CHECK(test::contains(diverged.output, "so training stopped (--max-nonfinite-steps 3; 0 never stops)"));
+  CHECK(!test::contains(diverged.output, "epoch 2: test loss"));
+  CHECK(test::read_text(snapshot) == good);
+  // With 0 the run trains on to the end of epoch 2, but the snapshot is not replaced by NaN weights.
+  diverged = train_cnn(with({"--epochs", "2", "--max-nonfinite-steps", "0"}));
+  INFO(diverged.output);
+  CHECK(diverged.exit_code == 1);
+  CHECK(test::contains(diverged.output, "train_cnn: not writing " + snapshot + " after step 20: the model's "));
+  CHECK(test::contains(diverged.output, " holds inf or NaN (the loss first went non-finite at step 1"));
+  CHECK(test::read_text(snapshot) == good);
 }
 
 TEST_CASE("train_cnn refuses a snapshot whose epoch is missing, negative or not a whole number, naming file and key") {

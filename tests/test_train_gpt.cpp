@@ -1,6 +1,7 @@
 // apps/train_gpt as a program: its configuration errors, a short training run, a resumed run that
 // continues bit-identically, 2 processes against 1 on the combined batch, and a worker killed under
-// sgrun --max-restarts 1. Every run trains gpt-nano on a small text for speed.
+// sgrun --max-restarts 1, a four-letter text, and a diverging run stopped with its snapshot kept.
+// Every run trains gpt-nano on a small text for speed.
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -268,4 +269,44 @@ TEST_CASE(
   CHECK(test::contains(sgrun.output(0), "at Epoch 1"));
   CHECK(weight_difference(dir.path() + "/plain.safetensors", dir.path() + "/killed.safetensors") == 0);
   CHECK(eval_losses(dir.path() + "/plain.csv").back() == eval_losses(dir.path() + "/killed.csv").back());
+}
+
+TEST_CASE("train_gpt on a text of fewer than 10 distinct characters ends with its sample (top_k 10 keeps all 4)") {
+  test::TempDir dir;
+  const std::string dna = dir.path() + "/dna.txt";
+  std::string text;
+  for (int i = 0; i < 216; ++i) text += "ACGT"[(i * 7 + i / 5) % 4];
+  std::ofstream(dna) << text;
+  std::vector<std::string> args = small_run(dir.path(), "dna", 16, 1);
+  args[0] = "data_config.path=" + dna;
+  const Run run = train_gpt(args);
+  INFO(run.output);
+  CHECK(run.exit_code == 0);
+  CHECK(test::contains(run.output, "Data has 216 characters, 4 unique."));
+  CHECK(test::contains(run.output, "--- sample (20 tokens, top_k 10) ---"));
+}
+
+TEST_CASE("train_gpt stops after --max-nonfinite-steps inf or NaN losses in a row and keeps the snapshot before") {
+  test::TempDir dir;
+  const std::string snapshot = dir.path() + "/a.safetensors";
+  REQUIRE(train_gpt(small_run(dir.path(), "a", 16, 1)).exit_code == 0);  // epoch 1: steps 1 to 10
+  test::set_snapshot_lr(snapshot, 1e30);                                 // epoch 2 diverges in a step or two
+  const std::string good = test::read_text(snapshot);
+  std::vector<std::string> resumed = small_run(dir.path(), "a", 16, 2);
+  resumed.insert(resumed.end(), {"--max-nonfinite-steps", "3"});
+  Run diverged = train_gpt(resumed);
+  INFO(diverged.output);
+  CHECK(diverged.exit_code == 1);
+  CHECK(test::contains(diverged.output, "train_gpt: the loss went non-finite ("));
+  CHECK(test::contains(diverged.output, " and stayed so for 3 consecutive steps, to step 1"));
+  CHECK(test::contains(diverged.output, "so training stopped (--max-nonfinite-steps 3; 0 never stops)"));
+  CHECK(!test::contains(diverged.output, "Snapshot saved at epoch 2"));
+  CHECK(test::read_text(snapshot) == good);
+  resumed.back() = "0";
+  diverged = train_gpt(resumed);
+  INFO(diverged.output);
+  CHECK(diverged.exit_code == 1);
+  CHECK(test::contains(diverged.output, "train_gpt: not writing " + snapshot + " after step 20: the model's "));
+  CHECK(!test::contains(diverged.output, "--- sample"));
+  CHECK(test::read_text(snapshot) == good);
 }

@@ -2,16 +2,21 @@
 // 32 x 32 images; --val-fraction 0.2 keeps 1 per class for validation): the recipe's cosine
 // LambdaLR over the epochs, a run on 2 processes under sgrun with SyncBatchNorm that counts each
 // validation image once, a worker killed under sgrun --max-restarts 1 that resumes from the
-// snapshot and ends where an unkilled run ends, and pretrained weights with the head dropped and
-// everything but fc frozen. Every run trains resnet18, which is quick at 32 x 32.
+// snapshot and ends where an unkilled run ends, pretrained weights with the head dropped and
+// everything but fc frozen, its own checkpoints taken back as weights and other models' refused,
+// and a diverging run stopped with its snapshot kept. Every run trains resnet18, which is quick at
+// 32 x 32.
 #include <cmath>
 #include <filesystem>
 #include <sstream>
+#include <tuple>
 
 #include "data/image_folder.h"
 #include "dist_harness.h"
 #include "helpers.h"
+#include "models/cnn.h"
 #include "models/resnet.h"
+#include "optim/checkpoint.h"
 
 using namespace sg;
 namespace fs = std::filesystem;
@@ -181,4 +186,71 @@ TEST_CASE("train_resnet --weights drops the 1000-class head and --freeze-layers 
   for (const auto& [name, tensor] : load_safetensors(dir.path() + "/snapshot.safetensors").tensors)
     momentum_buffers += name.starts_with("optimizer.") && test::contains(name, "momentum_buffer");
   CHECK(momentum_buffers == 2);
+}
+
+TEST_CASE("train_resnet --weights takes back a checkpoint it wrote, under its model. names") {
+  test::TempDir dir;
+  const std::string root = write_folder(dir.path());
+  REQUIRE(train_resnet(small_run(root, 1) + std::vector<std::string>{"--save-dir", dir.path() + "/first"}).exit_code ==
+          0);
+  const std::string checkpoint = dir.path() + "/first/model-0.safetensors";
+  for (const std::string& weights : {checkpoint, dir.path() + "/snapshot.safetensors"}) {
+    if (weights != checkpoint)  // a --snapshot, with optimizer state besides the weights
+      REQUIRE(train_resnet(small_run(root, 1) + std::vector<std::string>{"--snapshot", weights}).exit_code == 0);
+    CAPTURE(weights);
+    const Run run = train_resnet(small_run(root, 1) + std::vector<std::string>{"--weights", weights, "--freeze-layers",
+                                                                               "--save-dir", dir.path() + "/second"});
+    INFO(run.output);
+    REQUIRE(run.exit_code == 0);
+    CHECK(test::contains(run.output, "--weights " + weights + ": loaded 122 of 122 tensors"));
+    // Frozen, every parameter outside fc still holds the file's value.
+    const SafetensorsFile file = load_safetensors(weights);
+    const SafetensorsFile trained = load_safetensors(dir.path() + "/second/model-0.safetensors");
+    for (const auto& [name, param] : models::resnet18({.num_classes = 3})->named_parameters())
+      if (!name.starts_with("fc."))
+        CHECK(test::max_abs_diff(file.tensors.at("model." + name), trained.tensors.at("model." + name)) == 0);
+  }
+}
+
+TEST_CASE("train_resnet --weights refuses a file of another model, naming it and the tensors it loaded") {
+  test::TempDir dir;
+  const std::string root = write_folder(dir.path());
+  // A train_cnn checkpoint (the Fashion-MNIST CNN under model. names) and resnet18 weights for --model resnet50.
+  const std::string cnn = dir.path() + "/cnn.safetensors", resnet18 = dir.path() + "/resnet18.safetensors";
+  optim::save_checkpoint(cnn, *models::make_fashion_mnist_model("cnn"));
+  save_safetensors(resnet18, models::resnet18({.num_classes = 3})->state_dict());
+  for (const auto& [weights, model, counts] :
+       {std::tuple{cnn, "resnet18", "loaded 0 of 122 tensors"}, std::tuple{resnet18, "resnet50", "of 320 tensors"}}) {
+    std::vector<std::string> args = small_run(root, 1) + std::vector<std::string>{"--weights", weights};
+    args[5] = model;  // --model
+    const Run run = train_resnet(args);
+    INFO(run.output);
+    CHECK(run.exit_code == 1);
+    CHECK(test::contains(run.output, "train_resnet: weights " + weights + ": loaded "));
+    CHECK(test::contains(run.output, counts));
+    CHECK(test::contains(run.output, "every tensor outside the head (fc.*) must come from the file"));
+    CHECK(!test::contains(run.output, "epoch 1/1"));
+  }
+}
+
+TEST_CASE("train_resnet stops after --max-nonfinite-steps inf or NaN losses in a row and keeps the snapshot before") {
+  test::TempDir dir;
+  const std::string root = write_folder(dir.path());
+  const std::string snapshot = dir.path() + "/snapshot.safetensors";
+  const std::vector<std::string> run = small_run(root, 1) + std::vector<std::string>{"--snapshot", snapshot};
+  REQUIRE(train_resnet(run).exit_code == 0);  // epoch 1: steps 1 to 4
+  test::set_snapshot_lr(snapshot, 1e30);      // epoch 2 diverges in a step or two
+  const std::string good = test::read_text(snapshot);
+  std::vector<std::string> resumed = small_run(root, 2) + std::vector<std::string>{"--snapshot", snapshot};
+  Run diverged = train_resnet(resumed + std::vector<std::string>{"--max-nonfinite-steps", "2"});
+  INFO(diverged.output);
+  CHECK(diverged.exit_code == 1);
+  CHECK(test::contains(diverged.output, "train_resnet: the loss went non-finite ("));
+  CHECK(test::contains(diverged.output, "so training stopped (--max-nonfinite-steps 2; 0 never stops)"));
+  CHECK(test::read_text(snapshot) == good);
+  diverged = train_resnet(resumed + std::vector<std::string>{"--max-nonfinite-steps", "0"});
+  INFO(diverged.output);
+  CHECK(diverged.exit_code == 1);
+  CHECK(test::contains(diverged.output, "train_resnet: not writing " + snapshot + " after step 8: the model's "));
+  CHECK(test::read_text(snapshot) == good);
 }

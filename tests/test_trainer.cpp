@@ -5,6 +5,8 @@
 // the eval set.
 #include <cmath>
 #include <filesystem>
+#include <limits>
+#include <map>
 #include <numbers>
 #include <sstream>
 
@@ -109,6 +111,25 @@ std::map<int64_t, double> logged_learning_rates(const dist::TrainerState& state)
   for (const dist::Metrics& log : state.log_history)
     if (log.count("learning_rate") == 1) rates[static_cast<int64_t>(log.at("step"))] = log.at("learning_rate");
   return rates;
+}
+
+// Each checkpoint's state file as it was when written, by step.
+struct SavedStateFiles : dist::TrainerCallback {
+  void on_save(const dist::TrainingArguments& args, const dist::TrainerState& state, dist::TrainerControl&) override {
+    bytes[state.global_step] =
+        test::read_text(dist::checkpoint_folder(args.output_dir, state.global_step) + "/state.safetensors");
+  }
+  std::map<int64_t, std::string> bytes;
+};
+
+// cross_entropy, made NaN from its `from`-th call on (one call per optimizer step without
+// accumulation or evaluation), as a diverged run's loss: its gradients are NaN too, so each such
+// step writes NaN into the weights.
+dist::ComputeLoss nan_from_call(int64_t from) {
+  return [calls = std::make_shared<int64_t>(0), from](const Tensor& outputs, const Tensor& labels) {
+    const Tensor loss = nn::functional::cross_entropy(outputs, labels);
+    return ++*calls >= from ? loss * std::numeric_limits<double>::quiet_NaN() : loss;
+  };
 }
 
 }  // namespace
@@ -278,6 +299,46 @@ TEST_CASE(
   }
 }
 
+TEST_CASE("trainer stops after max_nonfinite_steps NaN losses in a row, naming the step they began at") {
+  test::TempDir out;
+  dist::TrainingArguments args = reference_arguments(out.path(), 16, 1);
+  args.save_strategy = "steps";
+  args.save_steps = 2;
+  args.max_nonfinite_steps = 2;
+  auto saved = std::make_shared<SavedStateFiles>();
+  dist::Trainer trainer(tiny_model(), args, classification_data(kExamples), nullptr,
+                        {.compute_loss_func = nan_from_call(3), .callbacks = {saved}});
+  // Steps 3 and 4 are NaN: it stops inside step 4, before that step's checkpoint.
+  CHECK_THROWS_WITH_AS(trainer.train(),
+                       doctest::Contains("at step 3 and stayed so for 2 consecutive steps, to step 4, so training "
+                                         "stopped (TrainingArguments.max_nonfinite_steps 2; 0 never stops)"),
+                       Error);
+  CHECK(trainer.state().global_step == 4);
+  CHECK(entries(out.path()) == std::vector<std::string>{"checkpoint-2"});
+  CHECK(test::read_text(out.path() + "/checkpoint-2/state.safetensors") == saved->bytes.at(2));
+}
+
+TEST_CASE("trainer never writes a checkpoint from NaN weights, even with max_nonfinite_steps 0") {
+  test::TempDir out;
+  dist::TrainingArguments args = reference_arguments(out.path(), 16, 1);
+  args.save_strategy = "steps";
+  args.save_steps = 2;
+  args.max_nonfinite_steps = 0;  // trains on through the NaN losses of steps 3 and 4
+  auto saved = std::make_shared<SavedStateFiles>();
+  dist::Trainer trainer(tiny_model(), args, classification_data(kExamples), nullptr,
+                        {.compute_loss_func = nan_from_call(3), .callbacks = {saved}});
+  std::string message;
+  try {
+    trainer.train();
+  } catch (const Error& error) {
+    message = error.what();
+  }
+  CHECK(test::contains(message, "not writing " + out.path() + "/checkpoint-4 after step 4: the model's "));
+  CHECK(test::contains(message, "(the loss first went non-finite at step 3)"));
+  CHECK(entries(out.path()) == std::vector<std::string>{"checkpoint-2"});  // no checkpoint-4, no tmp- folder
+  CHECK(test::read_text(out.path() + "/checkpoint-2/state.safetensors") == saved->bytes.at(2));
+}
+
 TEST_CASE("bad trainer arguments are errors naming the argument and its value") {
   test::TempDir out;
   const auto data = classification_data(kExamples);
@@ -298,6 +359,7 @@ TEST_CASE("bad trainer arguments are errors naming the argument and its value") 
       {[](auto& a) { a.warmup_ratio = 1.5; }, "warmup_ratio must be in [0, 1], got 1.5"},
       {[](auto& a) { a.gradient_accumulation_steps = 0; }, "gradient_accumulation_steps must be at least 1, got 0"},
       {[](auto& a) { a.max_grad_norm = -1; }, "max_grad_norm must be finite and >= 0 (0: no clipping), got -1"},
+      {[](auto& a) { a.max_nonfinite_steps = -1; }, "max_nonfinite_steps must be >= 0 (0: never stop), got -1"},
       {[](auto& a) { a.mixed_precision = "fp16"; },
        "mixed_precision must be one of \"no\", \"f16\", \"bf16\", got \"fp16\""},
       {[](auto& a) { a.eval_strategy = "always"; },

@@ -22,11 +22,12 @@ namespace sg::dist {
 // HF logs, every logging_steps optimizer steps, the mean loss per step over those steps and over
 // the processes, and train() returns the mean over all steps. Here a step's loss is the mean of
 // its micro-batches' losses (each the mean over its batch), added up on the device in
-// window_loss_ without a host sync per step; a log all-reduces the window once and adds it to
-// total_loss_, which is the same on every process from then on. A checkpoint stores the window
-// averaged over the processes — every process resumes with that, so the next log's average is
-// the uninterrupted run's — and total_loss_, so a resumed run logs and returns what an
-// uninterrupted one does (HF starts both afresh on resume).
+// window_loss_ without a host sync for the logs (each step's loss is read once, for Note [Stopping
+// on a non-finite loss] in train/nonfinite_loss.h, as clipping and the scaler read their figures);
+// a log all-reduces the window once and adds it to total_loss_, which is the same on every process
+// from then on. A checkpoint stores the window averaged over the processes — every process
+// resumes with that, so the next log's average is the uninterrupted run's — and total_loss_, so a
+// resumed run logs and returns what an uninterrupted one does (HF starts both afresh on resume).
 
 namespace fs = std::filesystem;
 
@@ -131,7 +132,8 @@ Trainer::Trainer(std::shared_ptr<nn::Module> model, TrainingArguments args,
                  TrainerHooks hooks)
     : args_(std::move(args)),
       hooks_(std::move(hooks)),
-      accelerator_(accelerator_options(args_)) {
+      accelerator_(accelerator_options(args_)),
+      nonfinite_guard_(args_.max_nonfinite_steps, "TrainingArguments.max_nonfinite_steps") {
   SG_CHECK(model != nullptr, "Trainer: the model is null");
   SG_CHECK(train_dataset != nullptr && train_dataset->size() > 0, "Trainer: train_dataset is null or empty");
   SG_CHECK(eval_dataset == nullptr || eval_dataset->size() > 0, "Trainer: eval_dataset is empty");
@@ -279,10 +281,12 @@ void Trainer::optimizer_step() {
   // As HF: when f16 gradients overflowed, the update was skipped and the schedule waits too.
   if (accelerator_.step(*optimizer_)) scheduler_->step();
   accelerator_.zero_grad(*optimizer_);
-  window_loss_ = window_loss_ + step_loss_ / static_cast<double>(step_micro_batches_);
+  const Tensor loss = step_loss_ / static_cast<double>(step_micro_batches_);
+  window_loss_ = window_loss_ + loss;
   step_loss_ = scalar(0);
   step_micro_batches_ = step_rows_ = 0;
   ++state_.global_step;
+  nonfinite_guard_.observe(loss.item(), state_.global_step);
 }
 
 // HF's DefaultFlowCallback: what the strategies ask for after an optimizer step ...
@@ -414,6 +418,7 @@ void Trainer::open_csv() {
 
 void Trainer::save_checkpoint() {
   const std::string folder = checkpoint_folder(args_.output_dir, state_.global_step);
+  nonfinite_guard_.check_before_saving(accelerator_.unwrap_model(*model_), folder, state_.global_step);
   if (state_.best_global_step == state_.global_step) state_.best_model_checkpoint = folder;
   const LoopState loop{position_, total_loss_, accelerator_.reduce(window_loss_, "mean").item(), last_logged_step_};
   write_checkpoint_folder(accelerator_, *model_, args_.output_dir, args_.save_total_limit, state_, loop,

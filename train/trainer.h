@@ -22,6 +22,7 @@
 #include "optim/adam.h"
 #include "train/accelerator.h"
 #include "train/checkpoint_folders.h"
+#include "train/nonfinite_loss.h"
 #include "train/trainer_callback.h"
 #include "train/training_args.h"
 
@@ -114,6 +115,7 @@ private:
   int64_t step_micro_batches_ = 0, step_rows_ = 0, last_logged_step_ = 0;
   double total_loss_ = 0;
   std::optional<double> grad_norm_;  // of the last optimizer step
+  NonfiniteLossGuard nonfinite_guard_;
 };
 
 }  // namespace sg::dist

@@ -48,6 +48,7 @@ void TrainingArguments::check() const {
   require(gradient_accumulation_steps >= 1, "gradient_accumulation_steps", gradient_accumulation_steps, "at least 1");
   require(std::isfinite(max_grad_norm) && max_grad_norm >= 0, "max_grad_norm", max_grad_norm,
           "finite and >= 0 (0: no clipping)");
+  require(max_nonfinite_steps >= 0, "max_nonfinite_steps", max_nonfinite_steps, ">= 0 (0: never stop)");
   require_one_of("mixed_precision", mixed_precision, {"no", "f16", "bf16"});
   require_one_of("eval_strategy", eval_strategy, {"no", "steps", "epoch"});
   require_one_of("logging_strategy", logging_strategy, {"no", "steps", "epoch"});

@@ -31,6 +31,10 @@ struct TrainingArguments {
   double max_grad_norm = 1.0;          // 0: no clipping (and no grad_norm in the logs)
   std::string mixed_precision = "no";  // "no", "f16" or "bf16" (AcceleratorOptions::mixed_precision)
   bool use_cpu = false;                // otherwise the Accelerator's "auto" device
+  // Ours: stop with an error after this many consecutive optimizer steps whose loss is inf or NaN
+  // (0: never), as the apps' --max-nonfinite-steps (Note [Stopping on a non-finite loss] in
+  // train/nonfinite_loss.h). HF trains on; a checkpoint is never written from inf or NaN weights.
+  int max_nonfinite_steps = 5;
 
   // "no", "steps" (every *_steps optimizer steps) or "epoch" (at the end of each epoch).
   std::string eval_strategy = "no";
