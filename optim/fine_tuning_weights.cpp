@@ -58,10 +58,10 @@ nn::PretrainedReport load_fine_tuning_weights(nn::Module& model, const std::stri
     if (!names->empty())
       problems += (problems.empty() ? "" : "; ") + std::to_string(names->size()) + " " + what + " (" +
                   first_names(*names) + ")";
-  throw Error(detail::concat("weights ", path, ": loaded ", report.loaded, " of ", report.expected,
-                             " tensors of the model, but every tensor outside the head (", head_prefix,
-                             "*) must come from the file, and nothing else may be in it: ", problems,
-                             ". Is it a file of another model or of another program?"));
+  SG_FAIL("weights ", path, ": loaded ", report.loaded, " of ", report.expected,
+          " tensors of the model, but every tensor outside the head (", head_prefix,
+          "*) must come from the file, and nothing else may be in it: ", problems,
+          ". Is it a file of another model or of another program?");
 }
 
 }  // namespace sg::optim

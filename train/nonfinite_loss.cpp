@@ -50,11 +50,10 @@ void NonfiniteLossGuard::check_before_saving(const nn::Module& model, const std:
                                              int64_t step) const {
   const std::optional<std::string> tensor = first_nonfinite_tensor(model);
   if (!tensor) return;
-  throw Error(detail::concat(
-      "not writing ", destination, " after step ", step, ": the model's ", *tensor, " holds inf or NaN",
-      first_nonfinite_ ? detail::concat(" (the loss first went non-finite at step ", *first_nonfinite_, ")")
-                       : std::string(),
-      ", so training stopped; the file already there, if any, is unchanged"));
+  SG_FAIL("not writing ", destination, " after step ", step, ": the model's ", *tensor, " holds inf or NaN",
+          first_nonfinite_ ? detail::concat(" (the loss first went non-finite at step ", *first_nonfinite_, ")")
+                           : std::string(),
+          ", so training stopped; the file already there, if any, is unchanged");
 }
 
 }  // namespace sg::dist
