@@ -573,8 +573,8 @@ struct StoppedJob {
 
 // Runs a 2-rank job of dist_worker_collectives under sgrun and stops it as `stop` says at the
 // moment the first of its workers holds a segment of the shared-memory all-reduce: while the ranks
-// make their segments and attach to each other's, the window in which a stop used to leave
-// segments in /dev/shm. To stop the job at that very moment the test freezes the workers
+// make their segments and attach to each other's, the window in which named segments would be left
+// in /dev/shm. To stop the job at that very moment the test freezes the workers
 // (SIGSTOP) as soon as it sees the segment, notes what they hold, stops the job, and lets each
 // frozen worker go on (SIGCONT) only once the signal that ends it is pending: it dies where it was
 // frozen, as if the signal had come then.
