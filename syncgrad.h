@@ -2,6 +2,7 @@
 // The umbrella header: everything a program needs to use syncgrad.
 #include "amp/autocast.h"                    // defines: amp::AutocastGuard
 #include "amp/grad_scaler.h"                 // defines: amp::GradScaler
+#include "autograd/anomaly_mode.h"           // defines: autograd::DetectAnomalyGuard, autograd::set_detect_anomaly
 #include "autograd/grad_mode.h"              // defines: NoGradGuard, GradModeGuard, GradMode
 #include "autograd/gradcheck.h"              // defines: gradcheck
 #include "autograd/ops_attention.h"          // defines: scaled_dot_product_attention

@@ -13,6 +13,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "autograd/anomaly_mode.h"
 #include "autograd/autocast_state.h"
 #include "autograd/grad_mode.h"
 #include "autograd/node.h"
@@ -87,6 +88,7 @@ void run_backward(const Tensor& root, const Tensor& gradient, bool retain_graph)
   // Backward formulas never autocast: each gradient is computed in the dtype its forward ran in,
   // and ToDtype nodes carry it back to each leaf's own dtype.
   AutocastStateScope no_autocast({.enabled = false, .dtype = autocast_state().dtype});
+  const bool check_nan = is_anomaly_check_nan_enabled();  // Note [Anomaly mode]
   auto dependencies = count_dependencies(root_node.get());
   std::unordered_map<Node*, Tensor> pending_grads{{root_node.get(), root_grad}};
   std::priority_queue<Node*, std::vector<Node*>, ReadyOrder> ready;
@@ -101,6 +103,7 @@ void run_backward(const Tensor& root, const Tensor& gradient, bool retain_graph)
     // but its inputs must still be released from waiting on it.
     TensorList input_grads;
     if (grad.defined()) input_grads = node->apply(std::move(grad));
+    if (check_nan) check_backward_outputs(node->name(), node->forward_record(), input_grads);
     if (!retain_graph) node->release();
 
     const auto& next_nodes = node->next_nodes();

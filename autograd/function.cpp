@@ -1,5 +1,6 @@
 #include "autograd/function.h"
 
+#include "autograd/anomaly_mode.h"
 #include "autograd/grad_mode.h"
 #include "autograd/ops_reduce.h"
 #include "autograd/ops_shape.h"
@@ -21,7 +22,12 @@ Tensor record(const char* name, Tensor out, const TensorList& inputs, BackwardFn
   for (const auto& t : inputs) next_nodes.push_back(gradient_edge(t));
   AutogradMeta& meta = ensure_meta(out);
   meta.requires_grad = true;
-  meta.grad_fn = std::make_shared<Node>(name, std::move(next_nodes), std::move(backward));
+  auto node = std::make_shared<Node>(name, std::move(next_nodes), std::move(backward));
+  if (is_anomaly_enabled()) {  // Note [Anomaly mode]
+    node->set_forward_record(make_forward_record(name, inputs));
+    if (is_anomaly_check_nan_enabled()) check_forward_output(*node->forward_record(), out, inputs);
+  }
+  meta.grad_fn = std::move(node);
   return out;
 }
 

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "autograd/anomaly_mode.h"
 #include "core/tensor.h"
 
 namespace sg::autograd {
@@ -39,6 +40,10 @@ public:
   virtual bool is_sink() const { return false; }
   bool released() const { return backward_ == nullptr; }
   void add_pre_hook(TensorHook hook) { pre_hooks_.push_back(std::move(hook)); }
+  // The forward op, inputs and module that made this node; null unless it was recorded in
+  // anomaly mode (Note [Anomaly mode]).
+  const ForwardRecord* forward_record() const { return forward_record_.get(); }
+  void set_forward_record(std::unique_ptr<ForwardRecord> record) { forward_record_ = std::move(record); }
 
 protected:
   Tensor run_pre_hooks(Tensor grad) const;
@@ -49,6 +54,7 @@ private:
   BackwardFn backward_;
   std::vector<TensorHook> pre_hooks_;
   uint64_t sequence_number_;
+  std::unique_ptr<ForwardRecord> forward_record_;
 };
 
 // The sink of a leaf that requires grad: adds the incoming gradient into leaf.grad, then runs

@@ -5,6 +5,7 @@
 //   bench_models --model gpt-mini --generate-tokens 500      # generation tokens/s, KV cache on and off
 //   bench_models --model resnet34 --image-size 224 --batch 16 --steps 5
 //   bench_models --model gpt-mini --batch 64 --device cuda --amp bf16   # on a GPU, bf16 autocast
+//   bench_models --model cnn --detect-anomaly      # the cost of anomaly mode (docs/debugging.md)
 // Ends with one JSON line per run: {"bench":"train_step","model":"cnn","amp":"no","batch":64,"threads":1,
 // "ms_per_step":...,"peak_rss_mb":...,"loss_first":...,"loss_last":...} (GPT models add "block" and
 // "tokens_per_s", the CNNs and ResNets "images_per_s", the ResNets "image_size"); the losses are those of
@@ -30,6 +31,7 @@
 #include <memory>
 #include <vector>
 
+#include "autograd/anomaly_mode.h"
 #include "core/cpu/blas.h"
 #include "core/cuda_runtime/runtime.h"
 #include "models/cnn.h"
@@ -57,6 +59,7 @@ struct Options {
   double bucket_mb = 25;
   std::string device = "auto";
   std::string amp = "no";  // the Accelerator's mixed_precision: no, f16 or bf16
+  bool detect_anomaly = false;
 };
 
 // One training step's loss, and whether the optimizer stepped (the f16 loss scaler skips a step whose
@@ -287,6 +290,7 @@ int run(const Options& options) {
   sg::dist::Accelerator accelerator(accelerator_options);
   sg::set_num_threads(options.threads);
   sg::manual_seed(0);
+  sg::autograd::set_detect_anomaly(options.detect_anomaly);
   return options.generate_tokens > 0 ? generation(options, accelerator) : train_steps(options, accelerator);
 }
 
@@ -326,6 +330,7 @@ int main(int argc, char** argv) {
   app.add_option("--bucket-mb", options.bucket_mb, "Under sgrun: DDP's gradient bucket size in MB")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
+  app.add_flag("--detect-anomaly", options.detect_anomaly, "Train in anomaly mode (every op and gradient checked)");
   CLI11_PARSE(app, argc, argv);
   try {
     return run(options);

@@ -225,7 +225,7 @@ Block::Block(const ResolvedGPTConfig& config, Generator* generator) {
 }
 
 Tensor Block::forward(const Tensor& x) {
-  const Tensor h = x + attn->forward((*ln1)(x));
+  const Tensor h = x + (*attn)((*ln1)(x));
   return h + (*mlp)((*ln2)(h));
 }
 

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "core/tensor.h"
+#include "nn/module_path.h"
 
 namespace sg::nn {
 
@@ -32,7 +33,10 @@ public:
   // The single-tensor forward used by Sequential and operator(); layers with other signatures
   // define their own forward and leave this one throwing.
   virtual Tensor forward(const Tensor& input);
-  Tensor operator()(const Tensor& input) { return forward(input); }
+  Tensor operator()(const Tensor& input) {
+    ModuleCallScope call_scope(*this);
+    return forward(input);
+  }
   // The class name, used in printouts and error messages ("Linear", "Conv2d").
   virtual std::string type_name() const { return "Module"; }
 
