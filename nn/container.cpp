@@ -22,7 +22,7 @@ const std::shared_ptr<Module>& ModuleSequence::operator[](size_t index) const {
 
 Tensor Sequential::forward(const Tensor& input) {
   Tensor x = input;
-  for (const auto& module : *this) x = module->forward(x);
+  for (const auto& module : *this) x = (*module)(x);
   return x;
 }
 
