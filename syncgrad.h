@@ -3,6 +3,7 @@
 #include "amp/autocast.h"                    // defines: amp::AutocastGuard
 #include "amp/grad_scaler.h"                 // defines: amp::GradScaler
 #include "autograd/anomaly_mode.h"           // defines: autograd::DetectAnomalyGuard, autograd::set_detect_anomaly
+#include "autograd/custom_function.h"        // defines: autograd::Function, autograd::FunctionContext
 #include "autograd/grad_mode.h"              // defines: NoGradGuard, GradModeGuard, GradMode
 #include "autograd/gradcheck.h"              // defines: gradcheck
 #include "autograd/ops_attention.h"          // defines: scaled_dot_product_attention
@@ -55,6 +56,7 @@
 #include "nn/linear.h"               // defines: nn::Linear
 #include "nn/loss.h"                 // defines: nn::CrossEntropyLoss, nn::MSELoss
 #include "nn/module.h"               // defines: nn::Module
+#include "nn/module_hooks.h"         // defines: nn::RemovableHandle, nn::ForwardHook, ...
 #include "nn/multihead_attention.h"  // defines: nn::MultiheadAttention
 #include "nn/pooling.h"              // defines: nn::MaxPool2d, nn::AvgPool2d, nn::AdaptiveAvgPool2d
 #include "nn/pretrained.h"           // defines: nn::load_pretrained, nn::PretrainedReport

@@ -98,7 +98,7 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<nn::Module> mod
 // backward, or at the latest when the next forward begins. Every rank then holds rank 0's
 // buffers between steps, as with PyTorch, and no rank waits for another before its forward.
 Tensor DistributedDataParallel::forward(const Tensor& input) {
-  return call([&] { return module_->forward(input); });
+  return call([&] { return (*module_)(input); });
 }
 
 void DistributedDataParallel::begin_forward() {

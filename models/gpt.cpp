@@ -209,7 +209,7 @@ Tensor CausalSelfAttention::forward_cached(const Tensor& x, KVCache& cache, size
   const double dropout_p = is_training() ? attn->options.dropout : 0.0;
   const Tensor y = scaled_dot_product_attention(heads(0), keys, values,
                                                 {.dropout_p = dropout_p, .is_causal = start == 0}, attn->generator);
-  return (*resid_drop)((*c_proj)(attn->out_proj->forward(y.permute({0, 2, 1, 3}).reshape({B, T, C}))));
+  return (*resid_drop)((*c_proj)((*attn->out_proj)(y.permute({0, 2, 1, 3}).reshape({B, T, C}))));
 }
 
 Block::Block(const ResolvedGPTConfig& config, Generator* generator) {

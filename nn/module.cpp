@@ -6,11 +6,62 @@
 
 #include "autograd/grad_mode.h"
 #include "autograd/ops_shape.h"
+#include "nn/module_path.h"
 
 namespace sg::nn {
 
 Tensor Module::forward(const Tensor&) {
   SG_FAIL(type_name(), ": this module has no single-tensor forward; call its own forward(...)");
+}
+
+Tensor Module::operator()(const Tensor& input) {
+  ModuleCallScope call_scope(*this);  // the module path anomaly mode names (nn/module_path.h)
+  if (hooks_->empty()) return forward(input);
+  return call_with_hooks(input);
+}
+
+Tensor Module::call_with_hooks(Tensor input) {
+  const ModuleHooks hooks = *hooks_;  // a hook that adds or removes hooks changes the next call
+  for (const auto& [id, hook] : hooks.forward_pre)
+    if (std::optional<Tensor> replaced = hook(*this, input)) input = std::move(*replaced);
+  std::shared_ptr<BackwardHookCall> backward_call;
+  if (!hooks.backward.empty() && GradMode::is_enabled()) {
+    std::vector<BackwardHook> backward_hooks;
+    for (const auto& [id, hook] : hooks.backward) backward_hooks.push_back(hook);
+    backward_call = std::make_shared<BackwardHookCall>(*this, std::move(backward_hooks));
+    input = backward_call->wrap_input(input);
+  }
+  Tensor output = forward(input);
+  for (const auto& [id, hook] : hooks.forward)
+    if (std::optional<Tensor> replaced = hook(*this, input, output)) output = std::move(*replaced);
+  return backward_call ? backward_call->wrap_output(output) : output;
+}
+
+namespace {
+
+template <typename Hook>
+RemovableHandle add_hook(const std::shared_ptr<ModuleHooks>& hooks, std::vector<std::pair<uint64_t, Hook>>& list,
+                         Hook hook, const std::string& module_name) {
+  SG_CHECK(hook != nullptr, module_name, ": cannot register an empty hook");
+  const uint64_t id = hooks->next_id++;
+  list.emplace_back(id, std::move(hook));
+  return RemovableHandle([owner = std::weak_ptr<ModuleHooks>(hooks), id] {
+    if (auto alive = owner.lock()) alive->remove(id);
+  });
+}
+
+}  // namespace
+
+RemovableHandle Module::register_forward_pre_hook(ForwardPreHook hook) {
+  return add_hook(hooks_, hooks_->forward_pre, std::move(hook), type_name());
+}
+
+RemovableHandle Module::register_forward_hook(ForwardHook hook) {
+  return add_hook(hooks_, hooks_->forward, std::move(hook), type_name());
+}
+
+RemovableHandle Module::register_full_backward_hook(BackwardHook hook) {
+  return add_hook(hooks_, hooks_->backward, std::move(hook), type_name());
 }
 
 void Module::check_new_name(const std::string& name) const {

@@ -1,6 +1,6 @@
 #pragma once
 // defines: nn::Module — the base of every layer and model: named parameters, buffers and
-//          submodules, train/eval, zero_grad, to(dtype), state_dict / load_state_dict.
+//          submodules, train/eval, zero_grad, to(dtype), state_dict / load_state_dict, hooks.
 #include <functional>
 #include <map>
 #include <memory>
@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "core/tensor.h"
-#include "nn/module_path.h"
+#include "nn/module_hooks.h"
 
 namespace sg::nn {
 
@@ -33,10 +33,9 @@ public:
   // The single-tensor forward used by Sequential and operator(); layers with other signatures
   // define their own forward and leave this one throwing.
   virtual Tensor forward(const Tensor& input);
-  Tensor operator()(const Tensor& input) {
-    ModuleCallScope call_scope(*this);
-    return forward(input);
-  }
+  // Calls forward with this module's hooks around it (Note [Module hooks] in nn/module_hooks.h),
+  // the module's path on the stack anomaly mode names (nn/module_path.h).
+  Tensor operator()(const Tensor& input);
   // The class name, used in printouts and error messages ("Linear", "Conv2d").
   virtual std::string type_name() const { return "Module"; }
 
@@ -72,6 +71,11 @@ public:
   // with strict, missing or unexpected keys throw too (listing them), else they are returned.
   LoadResult load_state_dict(const StateDict& state, bool strict = true);
 
+  // Hooks run by operator(), in registration order; see Note [Module hooks] in nn/module_hooks.h.
+  RemovableHandle register_forward_pre_hook(ForwardPreHook hook);
+  RemovableHandle register_forward_hook(ForwardHook hook);
+  RemovableHandle register_full_backward_hook(BackwardHook hook);
+
   // A readable tree of the module, like PyTorch's repr.
   std::string str() const;
   virtual std::string extra_repr() const { return ""; }
@@ -94,12 +98,15 @@ private:
   void collect(NamedTensors Module::*member, const std::string& prefix, bool recurse, NamedTensors& out) const;
   // named_buffers() without the non-persistent ones: what state_dict() saves.
   NamedTensors named_persistent_buffers() const;
+  Tensor call_with_hooks(Tensor input);
 
   NamedTensors parameters_;
   NamedTensors buffers_;
   std::set<std::string> non_persistent_buffers_;  // names of buffers_ kept out of state_dict()
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
   bool training_ = true;
+  // Shared with the handles, which hold it weakly: a handle outliving its module does nothing.
+  std::shared_ptr<ModuleHooks> hooks_ = std::make_shared<ModuleHooks>();
 };
 
 }  // namespace sg::nn

@@ -184,7 +184,7 @@ std::pair<Tensor, Tensor> MultiheadAttention::forward(const Tensor& query, const
     heads = matmul(weights, vh);
     if (options.average_attn_weights) weights = weights.mean({1});
   }
-  Tensor out = out_proj->forward(heads.permute({2, 0, 1, 3}).reshape({L, N, E}));
+  Tensor out = (*out_proj)(heads.permute({2, 0, 1, 3}).reshape({L, N, E}));
   return {batch_first ? out.transpose(0, 1) : out, weights};
 }
 

@@ -1,8 +1,10 @@
 // The backward engine's behaviour: graph shapes, accumulation, hooks, modes and errors.
+#include <any>
 #include <cmath>
 #include <string>
 #include <vector>
 
+#include "autograd/custom_function.h"
 #include "autograd/engine.h"
 #include "autograd/function.h"
 #include "helpers.h"
@@ -263,4 +265,69 @@ TEST_CASE("a leaf gradient never shares memory with another leaf's gradient thro
   x.mutable_grad().mul_(5.0);
   CHECK(test::values(w.grad()) == std::vector<double>(6, 1.0));
   CHECK(test::values(x.grad()) == std::vector<double>(6, 5.0));
+}
+
+namespace {
+
+// y = scale * (a - b)^2, with its backward by hand.
+struct ScaledSquaredDifference {
+  static Tensor forward(autograd::FunctionContext& ctx, const Tensor& a, const Tensor& b, double scale) {
+    CHECK(!GradMode::is_enabled());  // forward's own ops record nothing
+    const Tensor difference = a - b;
+    ctx.save_for_backward({difference});
+    ctx.saved_data["scale"] = scale;
+    return difference * difference * scale;
+  }
+  // d/da = 2 scale (a - b), d/db = -2 scale (a - b); scale is not a tensor
+  static TensorList backward(autograd::FunctionContext& ctx, const TensorList& grad_outputs) {
+    const Tensor difference = ctx.saved_tensors()[0];
+    const Tensor grad_a = grad_outputs[0] * difference * (2.0 * std::any_cast<double>(ctx.saved_data.at("scale")));
+    return {ctx.needs_input_grad()[0] ? grad_a : Tensor(), ctx.needs_input_grad()[1] ? -grad_a : Tensor(), Tensor()};
+  }
+};
+
+struct ForgetsAGradient {
+  static constexpr const char* name = "ForgetsAGradient";
+  static Tensor forward(autograd::FunctionContext&, const Tensor& a, const Tensor& b) { return a * b; }
+  static TensorList backward(autograd::FunctionContext&, const TensorList& grad_outputs) { return {grad_outputs[0]}; }
+};
+
+struct Doubler {
+  static Tensor forward(autograd::FunctionContext&, const Tensor& x) { return x * 2.0; }
+  static TensorList backward(autograd::FunctionContext&, const TensorList& grad_outputs) {
+    return {grad_outputs[0].sum()};  // wrong shape
+  }
+};
+
+}  // namespace
+
+TEST_CASE("a custom Function's hand-written backward passes gradcheck in f64") {
+  using Op = autograd::Function<ScaledSquaredDifference>;
+  CHECK_GRADCHECK([](const TensorList& in) { return Op::apply(in[0], in[1], 0.75); },
+                  {test::noncontiguous_input({3, 4}), test::rand_input({3, 4})});
+}
+
+TEST_CASE("a custom Function is one node named after its struct, and needs_input_grad follows the inputs") {
+  const Tensor a = test::rand_input({5});
+  const Tensor b = test::rand_input({5}).detach();
+  const Tensor y = autograd::Function<ScaledSquaredDifference>::apply(a, b, 3.0);
+  REQUIRE(y.grad_fn() != nullptr);
+  CHECK(y.grad_fn()->name() == "ScaledSquaredDifferenceBackward");
+  y.sum().backward();
+  CHECK(test::max_abs_diff(a.grad(), (a.detach() - b) * 6.0) < 1e-12);  // 2 * 3 * (a - b)
+  CHECK(!b.grad().defined());
+  // without any input that requires grad nothing is recorded
+  CHECK(!autograd::Function<ScaledSquaredDifference>::apply(a.detach(), b, 3.0).requires_grad());
+}
+
+TEST_CASE("a custom Function whose backward returns a wrong count or shape names itself and the numbers") {
+  const Tensor a = test::rand_input({2}), b = test::rand_input({2});
+  CHECK_THROWS_WITH_AS(autograd::Function<ForgetsAGradient>::apply(a, b).sum().backward(),
+                       doctest::Contains("ForgetsAGradientBackward: backward returned 1 gradients, but forward "
+                                         "took 2 arguments"),
+                       Error);
+  CHECK_THROWS_WITH_AS(autograd::Function<Doubler>::apply(a).sum().backward(),
+                       doctest::Contains("DoublerBackward: backward returned a gradient of shape [] for argument 0 "
+                                         "of shape [2]"),
+                       Error);
 }
