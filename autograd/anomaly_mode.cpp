@@ -18,17 +18,6 @@ std::atomic<bool> anomaly_check_nan{true};
 
 thread_local std::vector<std::string> module_paths;
 
-// "nan" or "inf" when `t` holds such a value, null when every value is finite (or `t` is not
-// floating point). x * 0 is 0 for every finite x and NaN otherwise, so the sum cannot overflow;
-// only when it is not finite does a second sum tell NaN (NaN in |x|) from inf.
-const char* nonfinite_kind(const Tensor& t) {
-  if (!t.defined() || !is_floating(t.dtype())) return nullptr;
-  NoGradGuard no_grad;
-  const Tensor values = t.detach();
-  if (std::isfinite((values * 0.0).sum().item())) return nullptr;
-  return std::isnan(values.abs().to(DType::f64).sum().item()) ? "nan" : "inf";
-}
-
 std::string describe_module(const std::string& module) {
   return module.empty() ? std::string("outside any module") : "in module " + module;
 }
@@ -42,6 +31,16 @@ std::string describe_origin(const ForwardRecord* record) {
 }
 
 }  // namespace
+
+// x * 0 is 0 for every finite x and NaN otherwise, so the sum cannot overflow; only when it is
+// not finite does a second sum tell NaN (NaN in |x|) from inf.
+const char* nonfinite_kind(const Tensor& t) {
+  if (!t.defined() || !is_floating(t.dtype())) return nullptr;
+  NoGradGuard no_grad;
+  const Tensor values = t.detach();
+  if (std::isfinite((values * 0.0).sum().item())) return nullptr;
+  return std::isnan(values.abs().to(DType::f64).sum().item()) ? "nan" : "inf";
+}
 
 void set_detect_anomaly(bool enabled, bool check_nan) {
   anomaly_check_nan = check_nan;

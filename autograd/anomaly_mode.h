@@ -27,6 +27,10 @@ namespace sg::autograd {
 // they came from (for other errors' messages) but no output is checked.
 void set_detect_anomaly(bool enabled, bool check_nan = true);
 bool is_anomaly_enabled();
+
+// "nan" or "inf" when floating-point `t` holds such a value; null when every value is finite or
+// `t` is undefined or not floating point. Anomaly mode's check, and the one before a save.
+const char* nonfinite_kind(const Tensor& t);
 bool is_anomaly_check_nan_enabled();  // enabled and checking
 
 // While alive, anomaly mode is on (PyTorch's `with torch.autograd.detect_anomaly():`). Restores

@@ -3,21 +3,17 @@
 #include <cmath>
 #include <utility>
 
-#include "core/dtype.h"
+#include "autograd/anomaly_mode.h"
 #include "core/error.h"
 
 namespace sg::dist {
 
 namespace {
 
-// The name of the first floating-point tensor of `model` that holds inf or NaN, if any. x * 0 is 0
-// for every finite x and NaN for inf and NaN, so one sum per tensor tells, without overflowing
-// the way a sum of large finite weights would.
+// The name of the first tensor of `model` that holds inf or NaN, if any.
 std::optional<std::string> first_nonfinite_tensor(const nn::Module& model) {
-  for (const auto& [name, tensor] : model.state_dict()) {
-    if (!is_floating(tensor.dtype())) continue;
-    if (!std::isfinite((tensor.to(DType::f32) * 0.0).sum().item())) return name;
-  }
+  for (const auto& [name, tensor] : model.state_dict())
+    if (autograd::nonfinite_kind(tensor) != nullptr) return name;
   return std::nullopt;
 }
 
