@@ -1,4 +1,11 @@
-// parallel_for: every index is visited exactly once, whatever threads OpenMP actually grants.
+// parallel_for: every index is visited exactly once, whatever threads OpenMP actually grants; a
+// program starts with a short OpenMP spin (Note [Threads that yield] in core/parallel.cpp).
+#include <unistd.h>
+
+#include <array>
+#include <cstdio>
+#include <filesystem>
+#include <string>
 #include <vector>
 
 #include "helpers.h"
@@ -47,4 +54,33 @@ TEST_CASE("parallel_for inside a parallel region runs serially over the whole ra
     count = visits(50000, 100);
   }
   CHECK(count == std::vector<int>(50000, 1));
+}
+
+namespace {
+// The spin count libgomp runs with in this test program started again with neither
+// GOMP_SPINCOUNT nor OMP_WAIT_POLICY (nor a preloaded Valgrind) but `variables`: OMP_DISPLAY_ENV=verbose makes libgomp
+// print it at every start, so the last value printed is the one the program runs with.
+std::string spin_count_of_a_fresh_start(const std::string& variables) {
+  const std::string self = std::filesystem::read_symlink("/proc/self/exe").string();
+  const std::string command = "env -u GOMP_SPINCOUNT -u OMP_WAIT_POLICY -u LD_PRELOAD OMP_DISPLAY_ENV=verbose " +
+                              variables + " '" + self + "' --help 2>&1";
+  FILE* pipe = popen(command.c_str(), "r");
+  REQUIRE(pipe != nullptr);
+  std::string output;
+  std::array<char, 4096> buffer{};
+  while (const size_t read = std::fread(buffer.data(), 1, buffer.size(), pipe)) output.append(buffer.data(), read);
+  pclose(pipe);
+  const std::string key = "GOMP_SPINCOUNT = '";
+  const size_t at = output.rfind(key);
+  INFO(output);
+  REQUIRE(at != std::string::npos);
+  const size_t begin = at + key.size();
+  return output.substr(begin, output.find('\'', begin) - begin);
+}
+}  // namespace
+
+TEST_CASE("a program starts with a short OpenMP spin unless the user chose a spin or a wait policy") {
+  CHECK(spin_count_of_a_fresh_start("") == "10000");
+  CHECK(spin_count_of_a_fresh_start("GOMP_SPINCOUNT=123") == "123");
+  CHECK(spin_count_of_a_fresh_start("OMP_WAIT_POLICY=passive") == "0");
 }
