@@ -154,7 +154,7 @@ RunConfig config_from(YAML::Node root, const std::string& path, const std::vecto
            t.data_loader_workers);
   SG_CHECK(t.grad_norm_clip > 0, origins.of("trainer_config.grad_norm_clip"),
            ": trainer_config.grad_norm_clip must be > 0, got ", t.grad_norm_clip);
-  SG_CHECK(t.amp_dtype == "f16" || t.amp_dtype == "bf16", origins.of("trainer_config.amp_dtype"),
+  SG_CHECK(t.amp_dtype.empty() || t.amp_dtype == "f16" || t.amp_dtype == "bf16", origins.of("trainer_config.amp_dtype"),
            ": trainer_config.amp_dtype must be f16 or bf16, got '", t.amp_dtype, "'");
   SG_CHECK(config.data.train_split > 0 && config.data.train_split <= 1, origins.of("data_config.train_split"),
            ": data_config.train_split must lie in (0, 1], got ", config.data.train_split);

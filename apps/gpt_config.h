@@ -27,9 +27,10 @@ struct TrainerConfig {
   std::string snapshot_path = "snapshot.safetensors";
   int64_t save_every = 1;
   bool use_amp = false;
-  // Ours: the autocast type of use_amp (f16 with the loss scaler, or bf16), the seed of the init,
-  // split, shuffling and dropout, a CSV loss log, and the sample printed after training.
-  std::string amp_dtype = "f16";
+  // Ours: the autocast type of use_amp (f16 with the loss scaler, or bf16; empty: the device's
+  // choice, train_gpt.cpp's mixed_precision_for), the seed of the init, split, shuffling and
+  // dropout, a CSV loss log, and the sample printed after training.
+  std::string amp_dtype;
   int64_t seed = 0;
   std::string log_path;
   std::string tensorboard_dir;  // TensorBoard event files: train and eval loss, grad norm, loss scale

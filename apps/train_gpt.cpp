@@ -125,14 +125,28 @@ double evaluate(sg::dist::Accelerator& accelerator, sg::nn::Module& model, sg::d
   return losses.empty() ? std::numeric_limits<double>::quiet_NaN() : sg::cat(losses).mean().item();
 }
 
+// The Accelerator's mixed_precision for trainer_config.use_amp on `device`. The recipe's use_amp
+// is torch.cuda.amp.autocast, f16 on a GPU, which leaves CPU tensors alone. A CPU here computes
+// f16 and bf16 products in f32 and rounds them, slower than f32, so use_amp on a CPU trains in f32
+// unless amp_dtype names a type (to see a GPU's rounding), and the start line says which it is.
+std::string mixed_precision_for(const TrainerConfig& trainer, const sg::Device& device) {
+  if (!trainer.use_amp) return "no";
+  if (!trainer.amp_dtype.empty()) return trainer.amp_dtype;
+  return device.is_cpu() ? "no" : "f16";
+}
+
 int train(const RunConfig& config, const AppOptions& app) {
   const TrainerConfig& trainer = config.trainer;
   sg::check_writable_destination("trainer_config.snapshot_path", trainer.snapshot_path);
   sg::check_writable_destination("trainer_config.log_path", trainer.log_path);
   sg::dist::AcceleratorOptions options;
-  options.mixed_precision = trainer.use_amp ? trainer.amp_dtype : "no";
+  options.mixed_precision = mixed_precision_for(trainer, sg::dist::accelerator_device(app.device));
   options.device = app.device;
   sg::dist::Accelerator accelerator(options);
+  if (trainer.use_amp && options.mixed_precision == "no")
+    accelerator.print(
+        "use_amp: the CPU has no faster f16 or bf16 products, so this run trains in f32 (name "
+        "trainer_config.amp_dtype=f16 or bf16 to see a GPU's rounding, emulated and slower)");
   if (!trainer.tensorboard_dir.empty())
     accelerator.init_trackers(trainer.tensorboard_dir);  // before the data: fail fast
   sg::set_num_threads(app.threads);
@@ -197,7 +211,8 @@ int train(const RunConfig& config, const AppOptions& app) {
   accelerator.print(accelerator.num_processes(), " process(es) x ", app.threads, " thread(s) on ", accelerator.device(),
                     ", ", trainer.batch_size, " sequences of ", gpt_config.block_size, " tokens per process and step, ",
                     parts[0]->size(), " training / ", parts[1]->size(), " test sequences",
-                    trainer.use_amp ? ", autocast " + trainer.amp_dtype : "", no_snapshot_note(trainer, epochs_run));
+                    options.mixed_precision != "no" ? ", autocast " + options.mixed_precision : "",
+                    no_snapshot_note(trainer, epochs_run));
 
   const sg::amp::GradScaler& scaler = accelerator.scaler();
   sg::data::MetricsLog log(accelerator.is_main_process() ? trainer.log_path : "",

@@ -225,7 +225,9 @@ void scaler_steps(dist::Accelerator& accelerator, optim::Optimizer& optimizer,
 // it to every rank and the scaler needs no all-reduce of its own.
 void scaler_agreement() {
   const int rank = dist::get_rank(), world = dist::get_world_size();
-  dist::Accelerator accelerator({.mixed_precision = "f16"});
+  dist::AcceleratorOptions options;  // named, not a temporary: GCC 12 -O3 warns (wrongly) on the temporary
+  options.mixed_precision = "f16";
+  dist::Accelerator accelerator(options);
   const auto ddp_model = accelerator.prepare(ddp::make_mlp(1));
   optim::SGD optimizer(ddp_model->parameters(), {.lr = 0.05});
   const auto [begin, end] = ddp::shard(rank, world, ddp::kGlobalBatch);
@@ -244,7 +246,9 @@ void scaler_agreement() {
 // rank 1 only: the scaler's all-reduce of the found-inf flag makes every rank skip that step.
 void scaler_local_gradient() {
   const int rank = dist::get_rank(), world = dist::get_world_size();
-  dist::Accelerator accelerator({.mixed_precision = "f16"});
+  dist::AcceleratorOptions options;  // named, not a temporary: GCC 12 -O3 warns (wrongly) on the temporary
+  options.mixed_precision = "f16";
+  dist::Accelerator accelerator(options);
   const auto ddp_model = accelerator.prepare(ddp::make_mlp(1));
   Tensor output_scale = ones({1}).requires_grad_();
   TensorList params = ddp_model->parameters();

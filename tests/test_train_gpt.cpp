@@ -219,6 +219,30 @@ TEST_CASE("a run resumed from its snapshot continues bit-identically to an unint
   CHECK(eval_losses(dir.path() + "/whole.csv").back() == eval_losses(dir.path() + "/split.csv").back());
 }
 
+TEST_CASE(
+    "use_amp on the CPU trains in f32, as the recipe's CUDA autocast leaves CPU tensors alone, unless "
+    "amp_dtype names a type") {
+  test::TempDir dir;
+  REQUIRE(train_gpt(small_run(dir.path(), "f32", 16, 1)).exit_code == 0);
+  std::vector<std::string> use_amp = small_run(dir.path(), "amp", 16, 1);
+  use_amp.push_back("trainer_config.use_amp=true");  // the later override wins
+  const Run amp = train_gpt(use_amp);
+  INFO(amp.output);
+  REQUIRE(amp.exit_code == 0);
+  CHECK(test::contains(amp.output, "use_amp: the CPU has no faster f16 or bf16 products, so this run trains in f32"));
+  CHECK(!test::contains(amp.output, "autocast"));
+  CHECK(weight_difference(dir.path() + "/f32.safetensors", dir.path() + "/amp.safetensors") == 0);
+
+  std::vector<std::string> bf16 = small_run(dir.path(), "bf16", 16, 1);
+  bf16.insert(bf16.end(), {"trainer_config.use_amp=true", "trainer_config.amp_dtype=bf16"});
+  const Run emulated = train_gpt(bf16);
+  INFO(emulated.output);
+  REQUIRE(emulated.exit_code == 0);
+  CHECK(test::contains(emulated.output, "mixed precision bf16 on the CPU is emulated"));
+  CHECK(test::contains(emulated.output, ", autocast bf16"));
+  CHECK(weight_difference(dir.path() + "/f32.safetensors", dir.path() + "/bf16.safetensors") > 0);
+}
+
 TEST_CASE("train_gpt on 2 processes equals 1 process on the combined batch") {
   test::TempDir dir;
   // Dropout off: the two runs would draw different masks. 160 training examples: 10 steps of 16

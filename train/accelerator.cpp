@@ -152,6 +152,11 @@ private:
 
 }  // namespace
 
+Device accelerator_device(const std::string& choice) {
+  const std::optional<LaunchEnvironment> environment = launch_environment();
+  return choose_device(choice, environment.has_value() ? environment->local_rank : 0);
+}
+
 void set_seed(uint64_t seed, bool device_specific) {
   manual_seed(device_specific ? seed + static_cast<uint64_t>(get_rank()) : seed);
 }
@@ -170,18 +175,22 @@ Accelerator::Accelerator(const AcceleratorOptions& options)
            "Accelerator: mixed_precision must be \"no\", \"f16\" or \"bf16\", got \"", options_.mixed_precision, "\"");
   SG_CHECK(options_.gradient_accumulation_steps >= 1,
            "Accelerator: gradient_accumulation_steps must be at least 1, got ", options_.gradient_accumulation_steps);
-  const std::optional<LaunchEnvironment> environment = launch_environment();
-  device_ = choose_device(options_.device, environment.has_value() ? environment->local_rank : 0);
+  device_ = accelerator_device(options_.device);
   // The current device is where the CUDA runtime puts work that names no device; NCCL binds
   // its communicator to it (init_process_group selects it too).
   if (device_.is_cuda()) cuda::set_device(device_.index);
-  if (!is_initialized() && environment.has_value()) {
+  if (!is_initialized() && launch_environment().has_value()) {
     InitOptions init;
     init.backend = device_.is_cuda() ? "nccl" : "gloo";
     init_process_group(init);
     owns_group_ = true;
   }
   check_agreement(accelerator_settings(options_));
+  // A CPU has no f16 or bf16 matrix products here: each one runs in f32 and rounds its result, so
+  // the run shows a GPU's rounding but is slower than f32, which a user should hear once.
+  if (options_.mixed_precision != "no" && device_.is_cpu())
+    print("mixed precision ", options_.mixed_precision, " on the CPU is emulated (f32 products rounded to ",
+          options_.mixed_precision, "): the rounding of a GPU run, slower than f32");
 }
 
 Accelerator::~Accelerator() {

@@ -75,6 +75,10 @@ struct AcceleratorOptions {
   bool even_batches = true;
 };
 
+// The device an Accelerator built with AcceleratorOptions::device = `choice` trains on in this
+// process, for a program that chooses its other settings by device before building one.
+Device accelerator_device(const std::string& choice);
+
 // Seeds the default generator with `seed`, or with seed + the process's rank when
 // `device_specific` (Accelerate's set_seed; each rank then draws differently).
 void set_seed(uint64_t seed, bool device_specific = false);
