@@ -52,6 +52,7 @@ struct Config {
   bool sync_bn = false;
   std::string ddp_trace;
   double bucket_mb = 25;
+  int check_replicas_every = 0;
   std::string amp = "none";     // none, f16 or bf16
   std::string device = "auto";  // auto, cpu or cuda
   int max_nonfinite_steps = 5;  // 0: train on whatever the loss is
@@ -127,6 +128,7 @@ int run(const Config& config) {
   sg::dist::AcceleratorOptions options;
   options.ddp.trace_path = config.ddp_trace;
   options.ddp.bucket_cap_mb = config.bucket_mb;
+  options.ddp.check_replicas_every = config.check_replicas_every;
   options.sync_batchnorm = config.sync_bn;
   options.mixed_precision = config.amp == "none" ? "no" : config.amp;
   options.device = config.device;
@@ -292,6 +294,13 @@ int main(int argc, char** argv) {
                "Under sgrun: BatchNorm statistics over all processes' batches (SyncBatchNorm)");
   app.add_option("--bucket-mb", config.bucket_mb, "Under sgrun: DDP's gradient bucket size in MB")
       ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  app.add_option(
+         "--check-replicas-every", config.check_replicas_every,
+         "Under sgrun: every N steps, and before --save and --snapshot write, compare the processes' weights, buffers "
+         "(and optimizer state at a snapshot) and stop all of them naming the first tensor that differs "
+         "(0: never)")
+      ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
   app.add_option(
       "--ddp-trace", config.ddp_trace,

@@ -57,6 +57,7 @@ struct Options {
   int64_t generate_tokens = 0;  // GPT models: time generation of this many tokens instead of training
   int64_t image_size = 224;     // ResNets: the side of the square images
   double bucket_mb = 25;
+  int check_replicas_every = 0;
   std::string device = "auto";
   std::string amp = "no";  // the Accelerator's mixed_precision: no, f16 or bf16
   bool detect_anomaly = false;
@@ -285,6 +286,7 @@ int generation(const Options& options, sg::dist::Accelerator& accelerator) {
 int run(const Options& options) {
   sg::dist::AcceleratorOptions accelerator_options;
   accelerator_options.ddp.bucket_cap_mb = options.bucket_mb;
+  accelerator_options.ddp.check_replicas_every = options.check_replicas_every;
   accelerator_options.device = options.device;
   accelerator_options.mixed_precision = options.amp;
   sg::dist::Accelerator accelerator(accelerator_options);
@@ -329,6 +331,10 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--bucket-mb", options.bucket_mb, "Under sgrun: DDP's gradient bucket size in MB")
       ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  app.add_option("--check-replicas-every", options.check_replicas_every,
+                 "Under sgrun: DDP compares the replicas every N steps (0: never)")
+      ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
   app.add_flag("--detect-anomaly", options.detect_anomaly, "Train in anomaly mode (every op and gradient checked)");
   CLI11_PARSE(app, argc, argv);

@@ -1,11 +1,13 @@
 #include "dist/ddp.h"
 
+#include <algorithm>
 #include <sstream>
 
 #include "autograd/engine.h"
 #include "autograd/grad_mode.h"
 #include "dist/dist.h"
 #include "dist/exchange.h"
+#include "dist/replica_check.h"
 #include "dist/run_fingerprint.h"
 
 namespace sg::dist {
@@ -57,6 +59,9 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<nn::Module> mod
   SG_CHECK(module_ != nullptr, "DistributedDataParallel: the module is null");
   SG_CHECK(options_.bucket_cap_mb > 0, "DistributedDataParallel: bucket_cap_mb must be positive, got ",
            options_.bucket_cap_mb);
+  SG_CHECK(options_.check_replicas_every >= 0,
+           "DistributedDataParallel: check_replicas_every must be 0 (never) or a number of steps, got ",
+           options_.check_replicas_every);
   register_module("module", module_);
 
   const nn::NamedTensors named = module_->named_parameters();
@@ -67,7 +72,8 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<nn::Module> mod
   settings.add("ddp.bucket_cap_mb", options_.bucket_cap_mb);
   settings.add("ddp.find_unused_parameters", options_.find_unused_parameters);
   settings.add("ddp.broadcast_buffers", options_.broadcast_buffers);
-  check_ranks_agree(group_, settings, "DistributedDataParallel");  // Note [Ranks agree on the run's settings]
+  settings.add("ddp.check_replicas_every", options_.check_replicas_every);  // the check is a collective
+  check_ranks_agree(group_, settings, "DistributedDataParallel");           // Note [Ranks agree on the run's settings]
   // Same starting point everywhere: rank 0's initial weights and buffers.
   TensorList state = module_->parameters();
   for (const Tensor& b : module_->buffers()) state.push_back(b);
@@ -79,6 +85,7 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<nn::Module> mod
     if (p.requires_grad()) {
       trainable.push_back(p);
       names.push_back(name);
+      trainable_.emplace_back("module." + name, p);
     }
   reducer_ =
       std::make_shared<Reducer>(trainable, names, group_, static_cast<size_t>(options_.bucket_cap_mb * 1024 * 1024),
@@ -103,7 +110,58 @@ Tensor DistributedDataParallel::forward(const Tensor& input) {
 
 void DistributedDataParallel::begin_forward() {
   buffer_broadcast_.finish();
-  if (GradMode::is_enabled()) reducer_->prepare_for_backward(sync_gradients_);
+  if (!GradMode::is_enabled()) return;
+  check_replicas_if_due();
+  reducer_->prepare_for_backward(sync_gradients_);
+}
+
+// Note [When the replicas are checked]
+// check_replicas_every counts synchronised backwards (the reducer's finalize), not forwards:
+// every rank finishes the same number of them, since each one all-reduces with all the ranks,
+// whereas forwards also include no_sync micro-batches and evaluations that some ranks may run
+// alone. One synchronised backward is one optimizer step, under gradient accumulation too. The
+// check itself runs at the start of the next training forward (grad mode on, train mode): by then
+// that step's optimizer update is done and the buffer broadcast has landed, and no collective is
+// in flight, so its all-gather takes the same place in every rank's sequence of collectives. Of
+// the micro-batches of one step, only the first forward checks.
+void DistributedDataParallel::check_replicas_if_due() {
+  const int64_t every = options_.check_replicas_every, step = reducer_->synchronised_backwards();
+  if (every == 0 || !is_training() || step == last_checked_step_ || step % every != 0) return;
+  std::ostringstream where;
+  where << "DistributedDataParallel: replica check after step " << step << " (check_replicas_every = " << every
+        << "; they agreed "
+        << (last_checked_step_ == 0 ? std::string("when DDP was built")
+                                    : "after step " + std::to_string(last_checked_step_))
+        << ")";
+  last_checked_step_ = step;
+  compare_replicas({}, where.str());
+}
+
+void DistributedDataParallel::check_replicas(const nn::NamedTensors& optimizer_state) {
+  buffer_broadcast_.finish();
+  compare_replicas(optimizer_state, "DistributedDataParallel::check_replicas after step " +
+                                        std::to_string(reducer_->synchronised_backwards()));
+}
+
+// One group per bucket, hashed into one word for the first exchange (Note [Replicas stay
+// identical] in dist/replica_check.h), in reverse bucket order, which is about registration
+// order, so the error names the earliest layer that differs; then the parameters DDP does not
+// average (frozen when it was built) with the buffers, then the optimizer's state.
+void DistributedDataParallel::compare_replicas(const nn::NamedTensors& optimizer_state, const std::string& where) {
+  std::vector<nn::NamedTensors> groups;
+  const std::vector<Bucket>& buckets = reducer_->buckets();
+  for (auto bucket = buckets.rbegin(); bucket != buckets.rend(); ++bucket) {
+    nn::NamedTensors& tensors = groups.emplace_back();
+    for (size_t p : bucket->params) tensors.push_back(trainable_[p]);
+  }
+  nn::NamedTensors& others = groups.emplace_back();
+  for (const auto& parameter : named_parameters())
+    if (std::none_of(trainable_.begin(), trainable_.end(),
+                     [&](const auto& averaged) { return averaged.second.is_same(parameter.second); }))
+      others.push_back(parameter);
+  for (const auto& buffer : named_buffers()) others.push_back(buffer);
+  groups.push_back(optimizer_state);
+  check_replicas_agree(group_, groups, where);
 }
 
 // Backward reaches the outputs first, so a hook on each output marks its start. Of several

@@ -3,6 +3,7 @@
 //          holds a replica of the model, trains on its own shard of each batch, and the
 //          gradients are averaged across ranks during backward, so all replicas take the same
 //          optimizer step. The gradient machinery lives in dist/reducer.h; docs/ddp.md explains it.
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <tuple>
@@ -23,6 +24,10 @@ struct DDPOptions {
   bool broadcast_buffers = true;        // rank 0's buffers (BatchNorm statistics) after each training forward
   std::string trace_path = {};          // when set, a Chrome trace of the first trace_steps backwards
   int trace_steps = 3;
+  // Every this many synchronised steps, compare a hash of each parameter and buffer across the
+  // ranks, and stop all of them with an error naming the first tensor whose replicas differ;
+  // 0: never (Note [Replicas stay identical] in dist/replica_check.h).
+  int check_replicas_every = 0;
 };
 
 // Usage (one process per rank, after dist::init_process_group):
@@ -41,7 +46,8 @@ struct DDPOptions {
 //
 // Construction checks that every rank has the same parameter names, shapes and dtypes and the
 // same DDPOptions, trace files aside (Note [Ranks agree on the run's settings] in
-// dist/run_fingerprint.h), and copies rank 0's parameters and buffers to every rank. The wrapped
+// dist/run_fingerprint.h), and copies rank 0's parameters and buffers to every rank. That they
+// stay equal is checked only with check_replicas_every or check_replicas(). The wrapped
 // model is the child "module", so parameter names read "module.fc.weight" as in PyTorch; save
 // `module()`'s state_dict to get the plain names.
 class DistributedDataParallel : public nn::Module {
@@ -70,6 +76,14 @@ public:
   // Timings of the last synchronised backward (bench/ reports them against the backward time).
   const StepTimes& last_step_times() const { return timeline_->last_step_times(); }
   ProcessGroup& process_group() const { return group_; }
+  const DDPOptions& options() const { return options_; }
+
+  // Compares every parameter, every buffer and the `optimizer_state` tensors (named as the error
+  // should show them: optim::Optimizer::named_state) across the ranks now, and throws on every
+  // rank, naming the first tensor that differs, when the replicas do not agree (Note [Replicas
+  // stay identical] in dist/replica_check.h). A collective: every rank calls it at the same point,
+  // e.g. before a snapshot is saved.
+  void check_replicas(const nn::NamedTensors& optimizer_state = {});
 
   // While a NoSync is alive, forwards through this DDP prepare backwards that keep gradients
   // local (they accumulate in .grad); the first backward after it ends averages the sum.
@@ -89,6 +103,8 @@ public:
 
 private:
   void begin_forward();
+  void check_replicas_if_due();
+  void compare_replicas(const nn::NamedTensors& optimizer_state, const std::string& where);
   void end_forward(const TensorList& outputs);
   static TensorList tensors_of(const Tensor& output) { return {output}; }
   static TensorList tensors_of(const TensorList& outputs) { return outputs; }
@@ -108,6 +124,8 @@ private:
   std::shared_ptr<BackwardTimeline> timeline_;  // the reducer's observer: step times, the trace
   CoalescedBroadcast buffer_broadcast_;         // rank 0's buffers, sent after each training forward
   bool sync_gradients_ = true;
+  nn::NamedTensors trainable_;     // the reducer's parameters, in its order, with the names DDP gives them
+  int64_t last_checked_step_ = 0;  // check_replicas_every: the step of the last check (0: construction)
 };
 
 }  // namespace sg::dist

@@ -172,6 +172,7 @@ void Reducer::finalize() {
   if (find_unused_parameters_) finish_with_unused_parameters(unused);
   else finish_with_every_parameter_used(unused);
   averaged_ = true;
+  ++synchronised_backwards_;
   observer_->gradients_averaged(buckets_);
 }
 

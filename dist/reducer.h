@@ -4,6 +4,7 @@
 //          "gradient ready" hooks, the asynchronous all-reduces that overlap backward, and the
 //          wait for them at the end of backward. docs/ddp.md tells the story.
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
@@ -64,6 +65,9 @@ public:
   // Whether `grad` lies in a bucket and the last backward was synchronised, so that it holds
   // the average over every rank (unless someone changed it since on this rank alone).
   bool holds_average(const Tensor& grad) const;
+  // How many synchronised backwards have finished: the same count on every rank, since each one
+  // all-reduces with all of them (DDP's replica check counts its steps by it).
+  int64_t synchronised_backwards() const { return synchronised_backwards_; }
 
 private:
   void mark_ready(size_t param);
@@ -87,6 +91,7 @@ private:
   bool expecting_backward_ = false;  // set by prepare_for_backward, cleared by finalize
   bool finalize_queued_ = false;
   bool averaged_ = false;  // the buckets hold the average of the last synchronised backward
+  int64_t synchronised_backwards_ = 0;
   std::shared_ptr<ReducerObserver> observer_ = std::make_shared<ReducerObserver>();
 };
 

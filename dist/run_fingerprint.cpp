@@ -44,7 +44,41 @@ std::string shown(const std::string& value) {
   return text;
 }
 
-// "rank 3" or "ranks 0-2, 4": ascending ranks, runs of consecutive ones as a range.
+std::optional<std::string> value_of(const RunFingerprint& fingerprint, const std::string& name) {
+  for (const auto& [field, value] : fingerprint.fields())
+    if (field == name) return value;
+  return std::nullopt;
+}
+
+// "ranks disagree on <name>: rank 0 has X, rank 1 has Y", the ranks grouped by value in the
+// order of each value's first rank; nullopt when every rank has the same value.
+std::optional<std::string> disagreement(const std::string& name,
+                                        const std::vector<std::optional<std::string>>& values) {
+  const auto groups = ranks_by_value(values);
+  if (groups.size() == 1) return std::nullopt;
+  std::string line = "ranks disagree on " + name + ": ";
+  for (size_t g = 0; g < groups.size(); ++g) {
+    const auto& [value, ranks] = groups[g];
+    if (g > 0) line += ", ";
+    line += ranks_named(ranks) + (ranks.size() == 1 ? " has " : " have ");
+    line += value.has_value() ? shown(*value) : "no such setting";
+  }
+  return line;
+}
+
+}  // namespace
+
+std::vector<std::pair<std::optional<std::string>, std::vector<int>>> ranks_by_value(
+    const std::vector<std::optional<std::string>>& per_rank) {
+  std::vector<std::pair<std::optional<std::string>, std::vector<int>>> groups;
+  for (size_t rank = 0; rank < per_rank.size(); ++rank) {
+    auto group = std::find_if(groups.begin(), groups.end(), [&](const auto& g) { return g.first == per_rank[rank]; });
+    if (group == groups.end()) group = groups.insert(groups.end(), {per_rank[rank], {}});
+    group->second.push_back(static_cast<int>(rank));
+  }
+  return groups;
+}
+
 std::string ranks_named(const std::vector<int>& ranks) {
   std::string text = ranks.size() == 1 ? "rank " : "ranks ";
   for (size_t i = 0; i < ranks.size();) {
@@ -60,35 +94,6 @@ std::string ranks_named(const std::vector<int>& ranks) {
   }
   return text;
 }
-
-std::optional<std::string> value_of(const RunFingerprint& fingerprint, const std::string& name) {
-  for (const auto& [field, value] : fingerprint.fields())
-    if (field == name) return value;
-  return std::nullopt;
-}
-
-// "ranks disagree on <name>: rank 0 has X, rank 1 has Y", the ranks grouped by value in the
-// order of each value's first rank; nullopt when every rank has the same value.
-std::optional<std::string> disagreement(const std::string& name,
-                                        const std::vector<std::optional<std::string>>& values) {
-  std::vector<std::pair<std::optional<std::string>, std::vector<int>>> groups;
-  for (size_t rank = 0; rank < values.size(); ++rank) {
-    auto group = std::find_if(groups.begin(), groups.end(), [&](const auto& g) { return g.first == values[rank]; });
-    if (group == groups.end()) group = groups.insert(groups.end(), {values[rank], {}});
-    group->second.push_back(static_cast<int>(rank));
-  }
-  if (groups.size() == 1) return std::nullopt;
-  std::string line = "ranks disagree on " + name + ": ";
-  for (size_t g = 0; g < groups.size(); ++g) {
-    const auto& [value, ranks] = groups[g];
-    if (g > 0) line += ", ";
-    line += ranks_named(ranks) + (ranks.size() == 1 ? " has " : " have ");
-    line += value.has_value() ? shown(*value) : "no such setting";
-  }
-  return line;
-}
-
-}  // namespace
 
 void RunFingerprint::add(const std::string& name, std::string value) {
   SG_CHECK(!value_of(*this, name).has_value(), "RunFingerprint: the field '", name, "' is already there");

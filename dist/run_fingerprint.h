@@ -2,8 +2,10 @@
 // defines: dist::RunFingerprint, dist::disagreements, dist::check_ranks_agree — the settings every
 //          rank of a run must share (the optimizer's hyper-parameters, mixed precision, each
 //          loader's batch size and seed, ...), compared across the ranks once when they are set,
-//          so that ranks started differently stop at once with an error naming the setting.
+//          so that ranks started differently stop at once with an error naming the setting;
+//          dist::ranks_by_value, dist::ranks_named — how such errors list the ranks.
 #include <concepts>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -71,6 +73,14 @@ private:
 // A field that only some ranks have follows from another difference (an optimizer of another
 // type has other hyper-parameters), so it is listed only when no field they all have differs.
 std::vector<std::string> disagreements(const std::vector<RunFingerprint>& per_rank);
+
+// The ranks grouped by the value each holds (nullopt: none), in the order of each value's first
+// rank; `per_rank` is indexed by rank.
+std::vector<std::pair<std::optional<std::string>, std::vector<int>>> ranks_by_value(
+    const std::vector<std::optional<std::string>>& per_rank);
+
+// "rank 3" or "ranks 0-2, 4": ascending ranks, runs of consecutive ones as a range.
+std::string ranks_named(const std::vector<int>& ranks);
 
 // Gathers every rank's `fingerprint` over `group` and, when they differ, throws on every rank
 // the same sg::Error: "<where>: ..." with the lines of disagreements(). A collective: every rank

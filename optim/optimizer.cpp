@@ -1,5 +1,6 @@
 #include "optim/optimizer.h"
 
+#include <functional>
 #include <set>
 
 #include "autograd/grad_mode.h"
@@ -107,22 +108,42 @@ void Optimizer::check_hyperparameter_names(size_t group, const Hyperparameters& 
   SG_CHECK(problems.empty(), type_name(), ": ", join(problems, "; "));
 }
 
+void Optimizer::for_each_state_tensor(
+    const std::function<void(size_t index, const Tensor& param, const std::string& field, const Tensor& value)>& visit)
+    const {
+  const TensorList params = all_params();
+  for (size_t index = 0; index < params.size(); ++index) {
+    const ParamState* s = state(params[index]);
+    if (s == nullptr) continue;
+    if (s->step > 0) visit(index, params[index], "step", scalar_tensor(static_cast<double>(s->step), {DType::i64}));
+    for (const auto& [name, member] : kStateTensors)
+      if ((s->*member).defined()) visit(index, params[index], name, (s->*member).detach());
+  }
+}
+
 OptimizerState Optimizer::state_dict() const {
   OptimizerState out;
   out.type = type_name();
-  int64_t index = 0;
   for (size_t g = 0; g < num_param_groups(); ++g) {
     out.param_groups.push_back(hyperparameters(g));
     out.group_sizes.push_back(static_cast<int64_t>(params(g).size()));
-    for (const Tensor& p : params(g)) {
-      const std::string prefix = "state." + std::to_string(index++) + ".";
-      const ParamState* s = state(p);
-      if (s == nullptr) continue;
-      if (s->step > 0) out.tensors[prefix + "step"] = scalar_tensor(static_cast<double>(s->step), {DType::i64});
-      for (const auto& [name, member] : kStateTensors)
-        if ((s->*member).defined()) out.tensors[prefix + name] = (s->*member).detach();
-    }
   }
+  for_each_state_tensor([&](size_t index, const Tensor&, const std::string& field, const Tensor& value) {
+    out.tensors["state." + std::to_string(index) + "." + field] = value;
+  });
+  return out;
+}
+
+nn::NamedTensors Optimizer::named_state(const nn::NamedTensors& named_params) const {
+  std::map<const TensorImpl*, std::string> names;
+  for (const auto& [name, p] : named_params) names.emplace(p.impl(), name);
+  nn::NamedTensors out;
+  for_each_state_tensor([&](size_t index, const Tensor& param, const std::string& field, const Tensor& value) {
+    const auto name = names.find(param.impl());
+    out.emplace_back("optimizer state " + field + " of " +
+                         (name != names.end() ? name->second : "parameter " + std::to_string(index)),
+                     value);
+  });
   return out;
 }
 

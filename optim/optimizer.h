@@ -1,5 +1,5 @@
 #pragma once
-// defines: optim::Optimizer (param groups, per-parameter state, zero_grad, state_dict),
+// defines: optim::Optimizer (param groups, per-parameter state, zero_grad, state_dict, named_state),
 //          optim::OptimizerWithOptions<Options> (the typed param groups SGD, Adam and AdamW use),
 //          ParamState, OptimizerState.
 //
@@ -8,6 +8,7 @@
 // its other weights with different settings. State (momentum, moment estimates, step counts)
 // is kept per parameter and created on the parameter's first step.
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -17,6 +18,7 @@
 
 #include "autograd/grad_mode.h"
 #include "core/tensor.h"
+#include "nn/module.h"
 
 namespace sg::optim {
 
@@ -78,6 +80,10 @@ public:
 
   // References the live state tensors (no copies): save or copy them before stepping again.
   OptimizerState state_dict() const;
+  // The same tensors named for people: "optimizer state exp_avg of module.fc.weight", with each
+  // parameter's name in `named_params` (the model's named_parameters()), or "of parameter 3" (the
+  // state_dict index) for one not there. DDP's replica check names the state that differs by them.
+  nn::NamedTensors named_state(const nn::NamedTensors& named_params) const;
   // Copies `state` in (state tensors are cloned to each parameter's device). A type, group count,
   // group size, field name, tensor shape or dtype that does not match, a hyperparameter the options
   // refuse, or a step count below 1 throws, listing every problem, and leaves this optimizer unchanged.
@@ -95,6 +101,11 @@ protected:
   void check_hyperparameter_names(size_t group, const Hyperparameters& values) const;
 
 private:
+  // Calls visit(index in all_params(), parameter, field, tensor) for each state tensor, the step
+  // count as a 0-dim i64 tensor, in parameter order.
+  void for_each_state_tensor(const std::function<void(size_t index, const Tensor& param, const std::string& field,
+                                                      const Tensor& value)>& visit) const;
+
   std::string type_name_;
   std::map<const TensorImpl*, ParamState> state_;
 };

@@ -360,6 +360,7 @@ TEST_CASE("bad trainer arguments are errors naming the argument and its value") 
       {[](auto& a) { a.gradient_accumulation_steps = 0; }, "gradient_accumulation_steps must be at least 1, got 0"},
       {[](auto& a) { a.max_grad_norm = -1; }, "max_grad_norm must be finite and >= 0 (0: no clipping), got -1"},
       {[](auto& a) { a.max_nonfinite_steps = -1; }, "max_nonfinite_steps must be >= 0 (0: never stop), got -1"},
+      {[](auto& a) { a.ddp_check_replicas_every = -1; }, "ddp_check_replicas_every must be >= 0 (0: never), got -1"},
       {[](auto& a) { a.mixed_precision = "fp16"; },
        "mixed_precision must be one of \"no\", \"f16\", \"bf16\", got \"fp16\""},
       {[](auto& a) { a.eval_strategy = "always"; },

@@ -485,6 +485,10 @@ void Accelerator::save_state(const std::string& path, nn::Module& model, optim::
   const Generator& generator = default_generator();
   metadata["rng"] = nlohmann::json{{"seed", generator.seed()}, {"offset", generator.offset()}}.dump();
   // Every rank holds the same state after a step; one writer, and nobody reads before it is done.
+  // With check_replicas_every, that is checked first, the optimizer's state included.
+  auto* ddp = dynamic_cast<DistributedDataParallel*>(&model);
+  if (ddp != nullptr && ddp->options().check_replicas_every > 0)
+    ddp->check_replicas(optimizer_ != nullptr ? optimizer_->named_state(ddp->named_parameters()) : nn::NamedTensors{});
   if (is_main_process()) optim::save_checkpoint(path, unwrap_model(model), optimizer_, metadata);
   wait_for_everyone();
 }

@@ -243,7 +243,10 @@ public:
   // state, the prepared optimizer's and scheduler's, the scaler's, the default generator's, the
   // position of every prepared loader whose loop is in progress, and the caller's `metadata`
   // (epoch, step, ...). One file rather than Accelerate's directory, so a crash while saving
-  // leaves the previous snapshot whole (docs/decisions.md).
+  // leaves the previous snapshot whole (docs/decisions.md). When the model's DDP has
+  // check_replicas_every set, the ranks first compare their replicas, the optimizer's state
+  // included (DistributedDataParallel::check_replicas): a snapshot of one of several diverged
+  // models is refused on every rank.
   void save_state(const std::string& path, nn::Module& model, optim::Metadata metadata = {});
   // Restores what save_state wrote, on every process; returns the caller's metadata. A loader
   // saved in the middle of an epoch (prepare the same loaders first) resumes there: its next

@@ -73,6 +73,7 @@ AcceleratorOptions accelerator_options(const TrainingArguments& args) {
   options.mixed_precision = args.mixed_precision;
   options.gradient_accumulation_steps = args.gradient_accumulation_steps;
   options.device = args.use_cpu ? "cpu" : "auto";
+  options.ddp.check_replicas_every = args.ddp_check_replicas_every;
   return options;
 }
 

@@ -49,6 +49,7 @@ void TrainingArguments::check() const {
   require(std::isfinite(max_grad_norm) && max_grad_norm >= 0, "max_grad_norm", max_grad_norm,
           "finite and >= 0 (0: no clipping)");
   require(max_nonfinite_steps >= 0, "max_nonfinite_steps", max_nonfinite_steps, ">= 0 (0: never stop)");
+  require(ddp_check_replicas_every >= 0, "ddp_check_replicas_every", ddp_check_replicas_every, ">= 0 (0: never)");
   require_one_of("mixed_precision", mixed_precision, {"no", "f16", "bf16"});
   require_one_of("eval_strategy", eval_strategy, {"no", "steps", "epoch"});
   require_one_of("logging_strategy", logging_strategy, {"no", "steps", "epoch"});

@@ -35,6 +35,9 @@ struct TrainingArguments {
   // (0: never), as the apps' --max-nonfinite-steps (Note [Stopping on a non-finite loss] in
   // train/nonfinite_loss.h). HF trains on; a checkpoint is never written from inf or NaN weights.
   int max_nonfinite_steps = 5;
+  // Ours, named like HF's ddp_* arguments: on several processes, compare the replicas every this
+  // many optimizer steps and at each checkpoint (DDPOptions::check_replicas_every; 0: never).
+  int ddp_check_replicas_every = 0;
 
   // "no", "steps" (every *_steps optimizer steps) or "epoch" (at the end of each epoch).
   std::string eval_strategy = "no";
