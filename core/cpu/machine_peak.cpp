@@ -87,21 +87,22 @@ double time_fma_loop(const FmaLoop& loop, int threads, int64_t iterations) {
   return seconds;
 }
 
-// The FMA ceiling in GFLOP/s: the best of 5 runs of ~8 ms on all threads.
+// The FMA ceiling in GFLOP/s: the best of 12 runs of ~3 ms on all threads. Short runs, many of them: on
+// shared cores, a run counts only if every thread kept its core for all of it.
 double fma_ceiling_gflops(const FmaLoop& loop, int threads) {
   int64_t iterations = 1 << 12;
   double seconds = time_fma_loop(loop, 1, iterations);
-  while (seconds < 2e-3) {  // long enough to scale from; also wakes the cores up
+  while (seconds < 1e-3) {  // long enough to scale from; also wakes the cores up
     iterations *= 2;
     seconds = time_fma_loop(loop, 1, iterations);
   }
-  iterations = static_cast<int64_t>(static_cast<double>(iterations) * 8e-3 / seconds);
+  iterations = static_cast<int64_t>(static_cast<double>(iterations) * 3e-3 / seconds);
   double best = time_fma_loop(loop, threads, iterations);
-  for (int run = 1; run < 5; ++run) best = std::min(best, time_fma_loop(loop, threads, iterations));
+  for (int run = 1; run < 12; ++run) best = std::min(best, time_fma_loop(loop, threads, iterations));
   return threads * loop.flops(iterations) / best / 1e9;
 }
 
-// f32 C = A B at n = 1024 through the library's GEMM kernel: the best of three calls after a warm-up
+// f32 C = A B at n = 1024 through the library's GEMM kernel: the best of five calls after a warm-up
 // (which loads OpenBLAS, allocates its buffers and touches the output's pages).
 double gemm_gflops() {
   constexpr int64_t n = 1024;
@@ -110,7 +111,7 @@ double gemm_gflops() {
   const Tensor out = empty({n, n});
   kernels::gemm(out, a, b);
   double best = 1e30;
-  for (int call = 0; call < 3; ++call) {
+  for (int call = 0; call < 5; ++call) {
     const auto start = Clock::now();
     kernels::gemm(out, a, b);
     best = std::min(best, std::chrono::duration<double>(Clock::now() - start).count());

@@ -12,8 +12,8 @@
 //   faster on these cores; a step at 100% of it would be all FMAs with no memory traffic at all.
 // - the GEMM rate: a 1024 x 1024 x 1024 f32 matrix product through kernels::gemm, the kernel every
 //   Linear layer, attention product and convolution of syncgrad runs on. It is the best a real kernel
-//   with real loads and stores gets out of the FMA units here (OpenBLAS reaches about 80-90% of the
-//   ceiling), so MFU against it says how far the step is from "nothing but large matrix products".
+//   with real loads and stores gets out of the FMA units here (always below the ceiling: it also loads,
+//   packs and stores), so MFU against it says how far the step is from "nothing but large matrix products".
 // Both are best-of-several so that a moment of load from other processes does not lower them.
 #include <string>
 
@@ -30,7 +30,7 @@ struct MachinePeak {
 };
 
 // Measures both peaks at `threads` intra-op threads (sg::get_num_threads() when 0), which it leaves
-// set as they were. Takes about 0.1-0.3 s: the FMA loop runs ~40 ms, the GEMM a warm-up and three calls.
+// set as they were. Takes about 0.1-0.3 s: the FMA loop runs ~40 ms, the GEMM a warm-up and five calls.
 MachinePeak measure_machine_peak(int threads = 0);
 
 }  // namespace sg::cpu
