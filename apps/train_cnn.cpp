@@ -20,6 +20,7 @@
 #include "log/metrics_log.h"
 #include "log/progress_bar.h"
 #include "models/cnn.h"
+#include "nn/flop_count.h"
 #include "nn/functional.h"
 #include "optim/adam.h"
 #include "optim/checkpoint.h"
@@ -27,6 +28,7 @@
 #include "optim/sgd.h"
 #include "syncgrad.h"
 #include "train/accelerator.h"
+#include "train/model_flops_utilization.h"
 #include "train/nonfinite_loss.h"
 
 namespace {
@@ -153,7 +155,9 @@ int run(const Config& config) {
   sg::data::DataLoader test_loader =
       accelerator.prepare(test_set, {.batch_size = 1000, .num_workers = config.workers, .pin_memory = pin_memory});
 
-  std::shared_ptr<sg::nn::Module> model = accelerator.prepare(sg::models::make_fashion_mnist_model(config.model));
+  std::shared_ptr<sg::nn::Module> model = sg::models::make_fashion_mnist_model(config.model);
+  const double flops_per_image = static_cast<double>(sg::nn::training_flops(*model, sg::zeros({1, 1, 28, 28})));
+  model = accelerator.prepare(model);
   auto optimizer = make_optimizer(config, model->parameters());
   accelerator.prepare(*optimizer);
   std::unique_ptr<sg::optim::LRScheduler> scheduler;
@@ -172,10 +176,11 @@ int run(const Config& config) {
     step = sg::optim::metadata_integer(metadata, "step", resume_from, 0, std::numeric_limits<int64_t>::max());
     accelerator.print("resumed from ", resume_from, " after epoch ", start_epoch, " (step ", step, ")");
   }
+  const sg::dist::ModelFlopsUtilization mfu(accelerator, flops_per_image);
   accelerator.print(config.model, ": ", sg::models::count_parameters(accelerator.unwrap_model(*model)), " parameters, ",
                     train_set->size(), " training / ", test_set->size(), " test images, ", accelerator.num_processes(),
                     " process(es) x ", config.threads, " thread(s) on ", accelerator.device(), ", ", config.batch_size,
-                    " images per process and step");
+                    " images per process and step", mfu.peak_note());
 
   const sg::amp::GradScaler& scaler = accelerator.scaler();
   std::vector<std::string> log_columns{"step", "epoch", "loss", "lr", "accuracy"};
@@ -227,7 +232,8 @@ int run(const Config& config) {
     }
     accelerator.print("epoch ", epoch + 1, ": test loss ", format_fixed(result.loss, 4), ", test accuracy ",
                       format_fixed(result.accuracy, 2), "% (training ", format_fixed(train_seconds, 1), " s, ",
-                      format_fixed(images_per_second, 0), " img/s on ", accelerator.device(), ")");
+                      format_fixed(images_per_second, 0), " img/s on ", accelerator.device(),
+                      mfu.progress_note(images_per_second), ")");
     log.write({{"step", std::to_string(step)},
                {"epoch", std::to_string(epoch + 1)},
                {"loss", std::to_string(result.loss)},

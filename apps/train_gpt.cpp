@@ -38,6 +38,7 @@
 #include "optim/checkpoint.h"
 #include "syncgrad.h"
 #include "train/accelerator.h"
+#include "train/model_flops_utilization.h"
 #include "train/nonfinite_loss.h"
 
 namespace {
@@ -208,11 +209,12 @@ int train(const RunConfig& config, const AppOptions& app) {
   } else {
     accelerator.print("Snapshot not found. Training model from scratch");
   }
+  const sg::dist::ModelFlopsUtilization mfu(accelerator, sg::models::gpt_training_flops_per_token(gpt->config));
   accelerator.print(accelerator.num_processes(), " process(es) x ", app.threads, " thread(s) on ", accelerator.device(),
                     ", ", trainer.batch_size, " sequences of ", gpt_config.block_size, " tokens per process and step, ",
                     parts[0]->size(), " training / ", parts[1]->size(), " test sequences",
                     options.mixed_precision != "no" ? ", autocast " + options.mixed_precision : "",
-                    no_snapshot_note(trainer, epochs_run));
+                    no_snapshot_note(trainer, epochs_run), mfu.peak_note());
 
   const sg::amp::GradScaler& scaler = accelerator.scaler();
   sg::data::MetricsLog log(accelerator.is_main_process() ? trainer.log_path : "",
@@ -253,7 +255,8 @@ int train(const RunConfig& config, const AppOptions& app) {
     }
     bar.finish();
     accelerator.print("Epoch ", epoch, " | train loss ", format_fixed(loss_value, 5), " (last batch of rank 0) | ",
-                      format_fixed(bar.items_per_second(), 0), " tokens/s (", tokens_per_step, " per step)");
+                      format_fixed(bar.items_per_second(), 0), " tokens/s (", tokens_per_step, " per step)",
+                      mfu.progress_note(bar.items_per_second()));
     if (epoch % trainer.save_every == 0) {
       sg::optim::Metadata metadata = model_info;
       metadata["epoch"] = std::to_string(epoch);

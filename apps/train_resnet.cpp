@@ -33,6 +33,7 @@
 #include "log/progress_bar.h"
 #include "models/cnn.h"
 #include "models/resnet.h"
+#include "nn/flop_count.h"
 #include "nn/functional.h"
 #include "optim/checkpoint.h"
 #include "optim/fine_tuning_weights.h"
@@ -40,6 +41,7 @@
 #include "optim/sgd.h"
 #include "syncgrad.h"
 #include "train/accelerator.h"
+#include "train/model_flops_utilization.h"
 #include "train/nonfinite_loss.h"
 
 namespace {
@@ -182,6 +184,7 @@ int run(const Config& config) {
     accelerator.print("--weights ", config.weights, ": ", report.str());
   }
   const sg::TensorList trainable = freeze_all_but_fc(*resnet, config.freeze_layers);
+  const double flops_per_image = static_cast<double>(sg::nn::training_flops(*resnet, sg::zeros({1, 3, size, size})));
   std::shared_ptr<sg::nn::Module> model = accelerator.prepare(resnet);
   // --batch-size is per process; the recipe's multi-GPU script scales the lr with the processes.
   const double lr = config.scale_lr ? config.lr * accelerator.num_processes() : config.lr;
@@ -205,10 +208,12 @@ int run(const Config& config) {
   }
   int64_t trainable_count = 0;
   for (const sg::Tensor& param : trainable) trainable_count += param.numel();
+  const sg::dist::ModelFlopsUtilization mfu(accelerator, flops_per_image);
   accelerator.print(config.model, ": ", sg::models::count_parameters(*resnet), " parameters (", trainable_count,
                     " trained), ", train_set->size(), " training / ", val_set->size(), " validation images at ", size,
                     "x", size, ", ", accelerator.num_processes(), " process(es) x ", config.threads, " thread(s) on ",
-                    accelerator.device(), ", ", config.batch_size, " images per process and step, lr ", lr);
+                    accelerator.device(), ", ", config.batch_size, " images per process and step, lr ", lr,
+                    mfu.peak_note());
 
   std::FILE* progress_out = is_main ? stderr : nullptr;
   sg::dist::NonfiniteLossGuard nonfinite_guard(config.max_nonfinite_steps, "--max-nonfinite-steps");
@@ -242,7 +247,8 @@ int run(const Config& config) {
     accelerator.print("epoch ", epoch + 1, "/", config.epochs, ": train loss ", format_fixed(train_loss, 4),
                       ", val accuracy ", format_fixed(accuracy, 2), "% (", correct, "/", val_set->size(), "), lr ",
                       epoch_lr, " (", format_fixed(bar.elapsed_seconds(), 1), " s, ",
-                      format_fixed(bar.items_per_second(), 1), " img/s)");
+                      format_fixed(bar.items_per_second(), 1), " img/s", mfu.progress_note(bar.items_per_second()),
+                      ")");
     accelerator.log({{"loss", train_loss}, {"accuracy", accuracy / 100.0}, {"learning_rate", epoch_lr}}, epoch);
     const sg::nn::Module& weights = accelerator.unwrap_model(*model);
     if (!config.save_dir.empty()) {  // the recipe's weights/model-{epoch}.pth

@@ -9,7 +9,11 @@
 // Ends with one JSON line per run: {"bench":"train_step","model":"cnn","amp":"no","batch":64,"threads":1,
 // "ms_per_step":...,"peak_rss_mb":...,"loss_first":...,"loss_last":...} (GPT models add "block" and
 // "tokens_per_s", the CNNs and ResNets "images_per_s", the ResNets "image_size"); the losses are those of
-// the first and the last step, "skipped_steps" the steps the f16 loss scaler skipped. The PyTorch
+// the first and the last step, "skipped_steps" the steps the f16 loss scaler skipped. "model_gflop" is the
+// model FLOPs of one step (Note [Model FLOPs] in nn/flop_count.h; all processes), "gflops" those per
+// second, and on a CPU "mfu" and "mfu_gemm" divide them by the FMA ceiling ("fma_peak_gflops") and the
+// GEMM rate ("gemm_gflops") this process measured after the timed steps at the same thread count, times
+// the processes (Note [Two peaks for MFU] in core/cpu/machine_peak.h); on a GPU those four are null. The PyTorch
 // counterparts are bench/reference/cnn_torch.py, gpt_torch.py and resnet_torch.py, which take the same
 // --device and --amp.
 // Under the launcher (sgrun --nproc-per-node 2 bench_models ...) every process trains its own
@@ -33,10 +37,12 @@
 
 #include "autograd/anomaly_mode.h"
 #include "core/cpu/blas.h"
+#include "core/cpu/machine_peak.h"
 #include "core/cuda_runtime/runtime.h"
 #include "models/cnn.h"
 #include "models/gpt.h"
 #include "models/resnet.h"
+#include "nn/flop_count.h"
 #include "nn/functional.h"
 #include "optim/adam.h"
 #include "optim/clip_grad.h"
@@ -76,7 +82,8 @@ struct Workload {
   std::shared_ptr<sg::nn::Module> model;
   std::unique_ptr<sg::optim::Optimizer> optimizer;
   std::function<StepResult()> step;
-  int64_t items_per_step = 0;  // per process
+  int64_t items_per_step = 0;       // per process
+  double model_flops_per_step = 0;  // per process (Note [Model FLOPs] in nn/flop_count.h)
   std::string items = "images";
   std::string extra_json;  // model-specific fields of the JSON line
 };
@@ -94,6 +101,13 @@ std::string json_number(double value) {
   return text;
 }
 
+// Model FLOPs of a training step on `batch` examples of `example_shape`, counted on one example (they
+// grow linearly with the batch) before the model moves to its device.
+double training_flops_per_step(sg::nn::Module& model, sg::Shape example_shape, int64_t batch) {
+  example_shape.insert(example_shape.begin(), 1);
+  return static_cast<double>(sg::nn::training_flops(model, sg::zeros(example_shape))) * static_cast<double>(batch);
+}
+
 double peak_rss_mb() {
   rusage usage{};
   getrusage(RUSAGE_SELF, &usage);
@@ -103,7 +117,9 @@ double peak_rss_mb() {
 // The Fashion-MNIST CNN or BasicNet, Adam at lr 0.005, on a random batch of images.
 Workload fashion_mnist_workload(const Options& options, sg::dist::Accelerator& accelerator) {
   Workload work;
-  work.model = accelerator.prepare(sg::models::make_fashion_mnist_model(options.model));
+  const std::shared_ptr<sg::nn::Module> model = sg::models::make_fashion_mnist_model(options.model);
+  work.model_flops_per_step = training_flops_per_step(*model, {1, 28, 28}, options.batch);
+  work.model = accelerator.prepare(model);
   work.optimizer = std::make_unique<sg::optim::Adam>(work.model->parameters(), sg::optim::AdamOptions{.lr = 0.005});
   sg::Generator data_generator(1 + accelerator.process_index());  // each process its own batch
   // Drawn on the CPU, so every device trains on the same images.
@@ -137,6 +153,8 @@ Workload gpt_workload(const Options& options, sg::dist::Accelerator& accelerator
   Workload work;
   auto gpt = std::make_shared<sg::models::GPT>(gpt_config(options));
   work.optimizer = sg::models::create_optimizer(*gpt, {});
+  work.model_flops_per_step =
+      sg::models::gpt_training_flops_per_token(gpt->config) * static_cast<double>(options.batch * options.block);
   work.model = accelerator.prepare(gpt);
   sg::Generator data_generator(1 + accelerator.process_index());
   const sg::Tensor idx =
@@ -169,7 +187,10 @@ Workload gpt_workload(const Options& options, sg::dist::Accelerator& accelerator
 Workload resnet_workload(const Options& options, sg::dist::Accelerator& accelerator) {
   Workload work;
   constexpr int64_t kClasses = 5;
-  work.model = accelerator.prepare(sg::models::make_resnet(options.model, {.num_classes = kClasses}));
+  const std::shared_ptr<sg::models::ResNet> resnet = sg::models::make_resnet(options.model, {.num_classes = kClasses});
+  work.model_flops_per_step =
+      training_flops_per_step(*resnet, {3, options.image_size, options.image_size}, options.batch);
+  work.model = accelerator.prepare(resnet);
   work.optimizer = std::make_unique<sg::optim::SGD>(
       work.model->parameters(), sg::optim::SGDOptions{.lr = 0.001, .momentum = 0.9, .weight_decay = 0.005});
   sg::Generator data_generator(1 + accelerator.process_index());
@@ -237,19 +258,39 @@ int train_steps(const Options& options, sg::dist::Accelerator& accelerator) {
                     peak_rss_mb(), " MB; loss ", first_loss, " at step 1, ", last_loss, " at step ", last_step + 1,
                     ", ", skipped_steps, " step(s) skipped by the loss scaler");
   if (!on_gpu) accelerator.print("GEMM: ", sg::cpu::blas_description());
+  // Model FLOPs per second against this machine's peaks, measured now that the steps are done.
+  const double model_gflop = work.model_flops_per_step * processes / 1e9;
+  const double gflops = model_gflop * 1000.0 / ms;
+  std::string fma_peak_json = "null", gemm_json = "null", mfu_json = "null", mfu_gemm_json = "null";
+  if (on_gpu) {
+    accelerator.print("model FLOPs: ", model_gflop, " GFLOP per step, ", gflops,
+                      " GFLOP/s (no MFU: syncgrad measures no GPU peak)");
+  } else {
+    const sg::cpu::MachinePeak peak = sg::cpu::measure_machine_peak(options.threads);
+    const double mfu = gflops / (peak.fma_gflops * processes), mfu_gemm = gflops / (peak.gemm_gflops * processes);
+    accelerator.print("model FLOPs: ", model_gflop, " GFLOP per step, ", gflops, " GFLOP/s; MFU ", 100 * mfu,
+                      "% of the FMA ceiling, ", 100 * mfu_gemm, "% of the GEMM rate (per process: ", peak.str(), ")");
+    fma_peak_json = json_number(peak.fma_gflops);
+    gemm_json = json_number(peak.gemm_gflops);
+    mfu_json = json_number(mfu);
+    mfu_gemm_json = json_number(mfu_gemm);
+  }
   if (ddp != nullptr)
     accelerator.print("DDP: backward ", median(backward), " ms/step; all-reduce ", median(all_reduce),
                       " ms/step on the communication thread, of which backward waited ", median(ddp_wait),
                       " ms at its end (medians)");
-  char json[768];
+  char json[1024];
   std::snprintf(json, sizeof json,
                 "{\"bench\":\"train_step\",\"impl\":\"syncgrad\",\"model\":\"%s\",\"device\":\"%s\",\"amp\":\"%s\","
                 "\"batch\":%lld%s,\"threads\":%d,\"processes\":%d,\"ms_per_step\":%.3f,\"%s_per_s\":%.1f,"
-                "\"peak_rss_mb\":%.1f,\"loss_first\":%s,\"loss_last\":%s,\"skipped_steps\":%d}",
+                "\"peak_rss_mb\":%.1f,\"loss_first\":%s,\"loss_last\":%s,\"skipped_steps\":%d,\"model_gflop\":%s,"
+                "\"gflops\":%s,\"fma_peak_gflops\":%s,\"gemm_gflops\":%s,\"mfu\":%s,\"mfu_gemm\":%s}",
                 options.model.c_str(), accelerator.device().str().c_str(), options.amp.c_str(),
                 static_cast<long long>(options.batch), work.extra_json.c_str(), options.threads, processes, ms,
                 work.items.c_str(), items_per_second, peak_rss_mb(), json_number(first_loss).c_str(),
-                json_number(last_loss).c_str(), skipped_steps);
+                json_number(last_loss).c_str(), skipped_steps, json_number(model_gflop).c_str(),
+                json_number(gflops).c_str(), fma_peak_json.c_str(), gemm_json.c_str(), mfu_json.c_str(),
+                mfu_gemm_json.c_str());
   accelerator.print(json);
   return 0;
 }

@@ -162,6 +162,13 @@ int64_t gpt_block_parameter_count(const ResolvedGPTConfig& config) {
   return config.n_layer * (13 * C * C + 14 * C);
 }
 
+double gpt_training_flops_per_token(const ResolvedGPTConfig& config) {
+  const auto C = static_cast<double>(config.n_embd), T = static_cast<double>(config.block_size);
+  const double multiplied_parameters =
+      static_cast<double>(gpt_block_parameter_count(config)) + 2 * C + static_cast<double>(config.vocab_size) * C;
+  return 6 * multiplied_parameters + 12 * static_cast<double>(config.n_layer) * C * T;
+}
+
 Tensor gpt_loss(const Tensor& logits, const Tensor& targets) {
   SG_CHECK(
       logits.dim() == 3 && targets.dim() == 2 && logits.size(0) == targets.size(0) && logits.size(1) == targets.size(1),

@@ -1,6 +1,7 @@
 #pragma once
 // defines: models::GPT, GPTConfig, ResolvedGPTConfig, GenerateOptions, KVCache, gpt_preset,
 //          resolve_gpt_config, gpt_metadata, gpt_config_from_snapshot, gpt_block_parameter_count,
+//          gpt_training_flops_per_token,
 //          gpt_loss, OptimizerConfig, create_optimizer, split_weight_decay —
 //          the character-level GPT of PyTorch's minGPT-ddp example (mingpt/model.py), with its
 //          state_dict names, its presets, its optimizer groups and its generate(), plus a KV cache.
@@ -73,6 +74,18 @@ GPTConfig gpt_config_from_snapshot(const optim::Metadata& metadata, const std::m
 // parameters: %.2fM" (it leaves out the embeddings, ln_f and head): per block 13 C^2 + 14 C
 // (ln1, ln2: 2C each; in_proj 3C^2 + 3C; out_proj and c_proj C^2 + C each; the MLP 8C^2 + 5C).
 int64_t gpt_block_parameter_count(const ResolvedGPTConfig& config);
+
+// The model FLOPs (Note [Model FLOPs] in nn/flop_count.h) of one training step per token, as nanoGPT's
+// estimate_mfu counts them: 6 N + 12 n_layer n_head D T, with T = block_size, D = C / H.
+// - 6 N: every parameter that multiplies an activation does one multiply-add (2 FLOPs) per token in the
+//   forward and two in the backward (the gradients of the input and of the weight). N is every parameter
+//   except the token and position embeddings, which are looked up, not multiplied: the blocks
+//   (gpt_block_parameter_count), ln_f (2 C) and head (V C, no bias). nanoGPT's N is the same set: it
+//   drops the position embedding and keeps the token embedding, which it ties to the head. The
+//   LayerNorms and biases (14 C per block) count as in nanoGPT, a rounding error beside 13 C^2.
+// - 12 n_layer n_head D T: attention's two products per layer, q k^T and att v, each T x D multiply-adds
+//   per head and token in the forward (over all T positions: nanoGPT ignores the causal mask too), x 3.
+double gpt_training_flops_per_token(const ResolvedGPTConfig& config);
 
 // cross_entropy(logits.view(-1, V), targets.view(-1), ignore_index=-1), the recipe's loss.
 Tensor gpt_loss(const Tensor& logits, const Tensor& targets);
