@@ -21,14 +21,7 @@ step() {
 jobs=$(nproc 2>/dev/null || echo 2)
 step scripts/setup.sh
 step scripts/check-format.sh  # cheap, so first: the sources follow .clang-format
-# The CUDA backend takes a third of the build; where no GPU is visible its tests could only be
-# skipped, so build/ leaves it out. --all still compiles it, for sm_90, in build-gpu/ (below).
-build_flags=()
-if ! nvidia-smi -L >/dev/null 2>&1; then
-  echo "test.sh: no GPU visible: build/ without the CUDA backend (scripts/build.sh -DSG_CUDA=AUTO builds it)"
-  build_flags=(-DSG_CUDA=OFF)
-fi
-step scripts/build.sh "${build_flags[@]}"
+step scripts/build.sh
 step scripts/tensorboard-venv.sh  # tests/test_summary_writer.cpp reads event files back with TensorBoard
 step ctest --test-dir build --output-on-failure -j"$jobs"
 [ $all = 1 ] || exit 0
