@@ -226,7 +226,7 @@ TEST_CASE("the Chrome trace is JSON with one named row per thread and each op's 
     if (event.at("ph") == "M" && event.at("name") == "thread_name")
       thread_names[event.at("tid").get<int>()] = event.at("args").at("name");
     else if (event.at("ph") == "M") CHECK(event.at("args").at("name") == "rank 7");
-    else by_name[event.at("name")] = event;
+    else by_name[event.at("name").get<std::string>()] = event;
   }
   REQUIRE(by_name.contains("gemm"));
   REQUIRE(by_name.contains("on the helper"));

@@ -127,9 +127,11 @@ struct Trace {
 
 Trace read_trace(const std::string& path) {
   Trace trace;
-  for (const nlohmann::json& event : nlohmann::json::parse(test::read_text(path)).at("traceEvents")) {
-    if (event.at("ph") == "X") trace.spans.emplace(event.at("name"), event);
-    else if (event.at("name") == "thread_name") trace.threads[event.at("tid")] = event.at("args").at("name");
+  const nlohmann::json json = nlohmann::json::parse(test::read_text(path));
+  for (const nlohmann::json& event : json.at("traceEvents")) {
+    if (event.at("ph") == "X") trace.spans.emplace(event.at("name").get<std::string>(), event);
+    else if (event.at("name") == "thread_name")
+      trace.threads[event.at("tid").get<int>()] = event.at("args").at("name").get<std::string>();
   }
   return trace;
 }
@@ -175,7 +177,7 @@ TEST_CASE("train_cnn --profile on 2 processes writes one trace per rank, its all
     const nlohmann::json& all_reduce = trace.spans.find("all_reduce")->second;
     CHECK(all_reduce.at("cat") == "collective");
     CHECK(all_reduce.at("args").at("bytes").get<int64_t>() > 0);
-    CHECK(trace.threads.at(all_reduce.at("tid")) == "communication (rank " + std::to_string(rank) + ")");
+    CHECK(trace.threads.at(all_reduce.at("tid").get<int>()) == "communication (rank " + std::to_string(rank) + ")");
     CHECK(fs::exists(dir.path() + "/key_averages_rank" + std::to_string(rank) + ".txt"));
   }
 }
