@@ -121,8 +121,8 @@ TEST_CASE("with no Profile alive nothing is recorded, and a Profile keeps only w
   const Tensor off = mm(x, x) + 1.0;
   const auto open_before = std::make_unique<profiler::RecordScope>("begun with no Profile", Category::user);
   profiler::Profile second;
-  straddling.reset();
-  const Tensor sum = x + x;
+  const Tensor sum = x + x;  // this thread records into the second Profile from here
+  straddling.reset();        // ends in the second Profile, but began in the first: dropped
   second.stop();
 
   CHECK(named(first.result(), "gemm").size() == 1);
