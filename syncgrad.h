@@ -20,6 +20,7 @@
 #include "core/cuda_runtime/runtime.h"       // defines: cuda::is_available, device_count, memory_stats, empty_cache
 #include "core/factory.h"                    // defines: zeros, ones, randn, arange, tensor, ...
 #include "core/parallel.h"                   // defines: set_num_threads
+#include "core/profiler.h"                   // defines: profiler::Profile, profiler::RecordScope
 #include "core/safetensors.h"                // defines: save_safetensors, load_safetensors
 #include "core/tensor.h"                     // defines: Tensor
 #include "data/char_dataset.h"               // defines: CharDataset, CharVocabulary, fortunes_corpus
@@ -39,6 +40,8 @@
 #include "dist/dist.h"               // defines: dist::init_process_group, get_rank, all_reduce, ...
 #include "dist/sync_batchnorm.h"     // defines: dist::convert_sync_batchnorm
 #include "launch/spawn.h"            // defines: dist::spawn (run a function on N processes)
+#include "log/profiler_report.h"     // defines: profiler::key_averages, profiler::write_chrome_trace
+#include "log/step_profiler.h"       // defines: profiler::StepProfiler (the apps' --profile DIR)
 #include "log/summary_writer.h"      // defines: SummaryWriter (TensorBoard event files), SummaryWriterOptions
 #include "models/cnn.h"              // defines: models::CNN, models::BasicNet, make_fashion_mnist_model
 #include "models/gpt.h"              // defines: models::GPT, GPTConfig, create_optimizer, gpt_loss

@@ -19,6 +19,7 @@
 #include "data/fashion_mnist.h"
 #include "log/metrics_log.h"
 #include "log/progress_bar.h"
+#include "log/step_profiler.h"
 #include "models/cnn.h"
 #include "nn/flop_count.h"
 #include "nn/functional.h"
@@ -53,6 +54,7 @@ struct Config {
   int64_t test_subset = 0;   // 0: the whole test set
   bool sync_bn = false;
   std::string ddp_trace;
+  std::string profile;  // directory for the profile of steps 2-6
   double bucket_mb = 25;
   int check_replicas_every = 0;
   std::string amp = "none";     // none, f16 or bf16
@@ -188,6 +190,7 @@ int run(const Config& config) {
   sg::data::MetricsLog log(accelerator.is_main_process() ? config.log : "", log_columns);
   std::FILE* progress_out = accelerator.is_main_process() ? stderr : nullptr;
   sg::dist::NonfiniteLossGuard nonfinite_guard(config.max_nonfinite_steps, "--max-nonfinite-steps");
+  sg::profiler::StepProfiler profiler(config.profile, accelerator.process_index(), accelerator.num_processes());
   for (int epoch = start_epoch; epoch < config.epochs; ++epoch) {
     train_loader.set_epoch(epoch);
     sg::data::ProgressBar bar(train_loader.size(),
@@ -204,6 +207,7 @@ int run(const Config& config) {
       accelerator.step(*optimizer);
       if (scheduler) scheduler->step();
       ++step;
+      profiler.step();
       const double loss_value = loss.item();  // this process's batch; the main rank shows its own
       std::map<std::string, std::string> row{{"step", std::to_string(step)},
                                              {"epoch", std::to_string(epoch + 1)},
@@ -311,6 +315,9 @@ int main(int argc, char** argv) {
   app.add_option(
       "--ddp-trace", config.ddp_trace,
       "Under sgrun: write a Chrome trace (ui.perfetto.dev) of the first backwards and DDP's bucket all-reduces");
+  app.add_option("--profile", config.profile,
+                 "Profile steps 2-6 into DIR: trace.json (ui.perfetto.dev) and key_averages.txt, per rank under "
+                 "sgrun (docs/profiling.md)");
   app.add_option("--log", config.log, "CSV of step, epoch, loss, lr, accuracy");
   app.add_option("--tensorboard", config.tensorboard,
                  "Write TensorBoard event files into this directory (created when missing; by the main process): "

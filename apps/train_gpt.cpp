@@ -33,6 +33,7 @@
 #include "data/dataloader.h"
 #include "log/metrics_log.h"
 #include "log/progress_bar.h"
+#include "log/step_profiler.h"
 #include "models/gpt.h"
 #include "nn/functional.h"
 #include "optim/checkpoint.h"
@@ -64,6 +65,7 @@ struct AppOptions {
   bool greedy = false;
   bool no_cache = false;
   uint64_t seed = 0;
+  std::string profile;          // directory for the profile of steps 2-6
   int max_nonfinite_steps = 5;  // 0: train on whatever the loss is
 };
 
@@ -223,6 +225,7 @@ int train(const RunConfig& config, const AppOptions& app) {
   const sg::TensorList params = model->parameters();
   const int64_t tokens_per_step = trainer.batch_size * gpt_config.block_size * accelerator.num_processes();
   sg::dist::NonfiniteLossGuard nonfinite_guard(app.max_nonfinite_steps, "--max-nonfinite-steps");
+  sg::profiler::StepProfiler profiler(app.profile, accelerator.process_index(), accelerator.num_processes());
   for (int64_t epoch = epochs_run + 1; epoch <= trainer.max_epochs; ++epoch) {  // 1-based, as the recipe
     train_loader.set_epoch(epoch);
     sg::data::ProgressBar bar(train_loader.size(),
@@ -240,6 +243,7 @@ int train(const RunConfig& config, const AppOptions& app) {
       const double grad_norm = accelerator.clip_grad_norm_(params, trainer.grad_norm_clip);
       accelerator.step(*optimizer);
       ++step;
+      profiler.step();
       loss_value = loss.item();  // this rank's batch
       bar.update(1, batch.input.size(0) * gpt_config.block_size * accelerator.num_processes(), {{"loss", loss_value}});
       log.write({{"step", std::to_string(step)},
@@ -357,6 +361,9 @@ int main(int argc, char** argv) {
   cli.add_flag("--greedy", app.greedy, "--generate: take the most likely character instead of sampling");
   cli.add_flag("--no-cache", app.no_cache, "--generate: recompute the whole context for every token (no KV cache)");
   cli.add_option("--seed", app.seed, "--generate: seed of the sampling")->capture_default_str();
+  cli.add_option("--profile", app.profile,
+                 "Profile training steps 2-6 into DIR (trace.json for ui.perfetto.dev, key_averages.txt; per rank "
+                 "under sgrun)");
   cli.add_option("--max-nonfinite-steps", app.max_nonfinite_steps,
                  "Stop with an error after N consecutive steps whose loss is inf or NaN (0: never). Steps the f16 "
                  "loss scaler skips for overflowing gradients do not count; the snapshot is never overwritten with "

@@ -31,6 +31,7 @@
 #include "data/transforms.h"
 #include "dist/dist.h"
 #include "log/progress_bar.h"
+#include "log/step_profiler.h"
 #include "models/cnn.h"
 #include "models/resnet.h"
 #include "nn/flop_count.h"
@@ -69,6 +70,7 @@ struct Config {
   std::string snapshot;
   std::string save_dir;
   std::string tensorboard;
+  std::string profile;          // directory for the profile of steps 2-6
   int max_nonfinite_steps = 5;  // 0: train on whatever the loss is
 };
 
@@ -217,6 +219,7 @@ int run(const Config& config) {
 
   std::FILE* progress_out = is_main ? stderr : nullptr;
   sg::dist::NonfiniteLossGuard nonfinite_guard(config.max_nonfinite_steps, "--max-nonfinite-steps");
+  sg::profiler::StepProfiler profiler(config.profile, accelerator.process_index(), accelerator.num_processes());
   for (int epoch = start_epoch; epoch < config.epochs; ++epoch) {
     train_loader.set_epoch(epoch);
     const double epoch_lr = optimizer.lr(0);
@@ -233,6 +236,7 @@ int run(const Config& config) {
       accelerator.backward(loss);
       accelerator.step(optimizer);
       ++step;
+      profiler.step();
       const double loss_value = loss.item();
       nonfinite_guard.observe(loss_value, step);  // Note [Stopping on a non-finite loss]
       loss_sum += loss_value;
@@ -337,6 +341,9 @@ int main(int argc, char** argv) {
   app.add_option("--tensorboard", config.tensorboard,
                  "Write TensorBoard event files into this directory (by the main process): loss (mean training "
                  "loss), accuracy (validation, 0..1) and learning_rate per epoch, as the recipe");
+  app.add_option("--profile", config.profile,
+                 "Write a profile of steps 2-6 into this directory: trace.json and key_averages.txt (one of each "
+                 "per rank under sgrun; docs/profiling.md)");
   app.add_option("--max-nonfinite-steps", config.max_nonfinite_steps,
                  "Stop with an error after N consecutive steps whose loss is inf or NaN (0: never; the recipe stops "
                  "at the first, as 1 does). Steps the f16 loss scaler skips for overflowing gradients do not count; "

@@ -19,6 +19,7 @@
 #include "autograd/node.h"
 #include "autograd/ops_pointwise.h"
 #include "core/factory.h"
+#include "core/profiler.h"
 
 namespace sg::autograd {
 
@@ -83,6 +84,8 @@ void run_backward(const Tensor& root, const Tensor& gradient, bool retain_graph)
   SG_CHECK(root_grad.sizes() == root.sizes(), "backward: gradient of shape ", shape_str(root_grad.sizes()),
            " does not match the tensor's shape ", shape_str(root.sizes()));
 
+  // One event for the whole pass; inside it, one per node run ("MmBackward") and its kernels.
+  const profiler::RecordScope backward_scope("backward", profiler::Category::backward);
   NoGradGuard no_grad;  // backward formulas record no graph (no create_graph support)
   CallbackScope callback_scope;
   // Backward formulas never autocast: each gradient is computed in the dtype its forward ran in,
@@ -102,7 +105,10 @@ void run_backward(const Tensor& root, const Tensor& gradient, bool retain_graph)
     // A node whose consumers sent no gradient (all undefined) contributes nothing downstream,
     // but its inputs must still be released from waiting on it.
     TensorList input_grads;
-    if (grad.defined()) input_grads = node->apply(std::move(grad));
+    if (grad.defined()) {
+      const profiler::RecordScope scope(node->name(), profiler::Category::backward, grad);
+      input_grads = node->apply(std::move(grad));
+    }
     if (check_nan) check_backward_outputs(node->name(), node->forward_record(), input_grads);
     if (!retain_graph) node->release();
 

@@ -6,6 +6,7 @@
 //   bench_models --model resnet34 --image-size 224 --batch 16 --steps 5
 //   bench_models --model gpt-mini --batch 64 --device cuda --amp bf16   # on a GPU, bf16 autocast
 //   bench_models --model cnn --detect-anomaly      # the cost of anomaly mode (docs/debugging.md)
+//   bench_models --model gpt-mini --profile        # where the step's time goes, by op kind (docs/profiling.md)
 // Ends with one JSON line per run: {"bench":"train_step","model":"cnn","amp":"no","batch":64,"threads":1,
 // "ms_per_step":...,"peak_rss_mb":...,"loss_first":...,"loss_last":...} (GPT models add "block" and
 // "tokens_per_s", the CNNs and ResNets "images_per_s", the ResNets "image_size"); the losses are those of
@@ -67,6 +68,7 @@ struct Options {
   std::string device = "auto";
   std::string amp = "no";  // the Accelerator's mixed_precision: no, f16 or bf16
   bool detect_anomaly = false;
+  bool profile = false;  // profile the timed steps and print the share of each op kind
 };
 
 // One training step's loss, and whether the optimizer stepped (the f16 loss scaler skips a step whose
@@ -213,6 +215,51 @@ Workload resnet_workload(const Options& options, sg::dist::Accelerator& accelera
   return work;
 }
 
+// The kinds of op the profile of a step is summed into, by the category of each event.
+const char* op_kind(sg::profiler::Category category) {
+  using sg::profiler::Category;
+  switch (category) {
+    case Category::gemm: return "gemm";
+    case Category::conv: return "conv";
+    case Category::attention: return "attention";
+    case Category::pointwise: return "pointwise";
+    case Category::norm: return "norm";
+    case Category::random: return "dropout/random";
+    case Category::copy: return "copies";
+    case Category::optimizer:
+    case Category::optim: return "optimizer";
+    default: return "other";
+  }
+}
+
+// The share of the profiled steps' wall time each op kind took (self times on the training thread,
+// so nothing is counted twice), then the key_averages table.
+void print_op_kinds(const sg::profiler::ProfileResult& result, int steps, sg::dist::Accelerator& accelerator) {
+  const std::vector<int64_t> self = sg::profiler::self_times_ns(result.events);
+  std::map<std::string, int64_t> by_kind;
+  for (const char* kind :
+       {"gemm", "conv", "attention", "pointwise", "norm", "dropout/random", "copies", "optimizer", "other"})
+    by_kind[kind] = 0;
+  int64_t inside_events = 0;
+  for (size_t i = 0; i < result.events.size(); ++i) {
+    if (result.events[i].thread != result.profiling_thread) continue;
+    by_kind[op_kind(result.events[i].category)] += self[i];
+    inside_events += self[i];
+  }
+  const auto wall = static_cast<double>(result.end_ns - result.start_ns);
+  std::vector<std::pair<std::string, int64_t>> rows(by_kind.begin(), by_kind.end());
+  rows.emplace_back("(outside any op)", result.end_ns - result.start_ns - inside_events);
+  std::stable_sort(rows.begin(), rows.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
+  accelerator.print("Share of the step by op kind (self time on the training thread, ", steps, " profiled steps):");
+  for (const auto& [kind, ns] : rows) {
+    char line[96];
+    std::snprintf(line, sizeof line, "  %-18s %6.1f%%  %9.3f ms/step", kind.c_str(),
+                  100.0 * static_cast<double>(ns) / wall, static_cast<double>(ns) / 1e6 / steps);
+    accelerator.print(line);
+  }
+  accelerator.print(sg::profiler::key_averages(result).table(15));
+}
+
 using WorkloadMaker = std::function<Workload(const Options&, sg::dist::Accelerator&)>;
 
 const std::map<std::string, WorkloadMaker>& workloads() {
@@ -233,7 +280,9 @@ int train_steps(const Options& options, sg::dist::Accelerator& accelerator) {
   const int last_step = options.warmup + options.steps - 1;
   double first_loss = 0, last_loss = 0;  // a loss that does not fall says the step does not train
   int skipped_steps = 0;
+  std::unique_ptr<sg::profiler::Profile> profile;
   for (int step = 0; step <= last_step; ++step) {
+    if (options.profile && step == options.warmup) profile = std::make_unique<sg::profiler::Profile>();
     const auto start = std::chrono::steady_clock::now();
     const StepResult result = work.step();
     if (on_gpu) sg::cuda::synchronize();  // the host only queued the step's kernels; wait until they ran
@@ -248,6 +297,10 @@ int train_steps(const Options& options, sg::dist::Accelerator& accelerator) {
       ddp_wait.push_back(ddp->last_step_times().wait_ms);
       all_reduce.push_back(ddp->last_step_times().all_reduce_ms);
     }
+  }
+  if (profile) {
+    profile->stop();
+    print_op_kinds(profile->result(), options.steps, accelerator);
   }
   const double ms = median(milliseconds);
   const int processes = accelerator.num_processes();
@@ -378,6 +431,8 @@ int main(int argc, char** argv) {
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
   app.add_flag("--detect-anomaly", options.detect_anomaly, "Train in anomaly mode (every op and gradient checked)");
+  app.add_flag("--profile", options.profile,
+               "Profile the timed steps: print each op kind's share of the step and the key_averages table");
   CLI11_PARSE(app, argc, argv);
   try {
     return run(options);

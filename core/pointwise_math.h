@@ -1,5 +1,5 @@
 #pragma once
-// defines: UnaryOp, BinaryOp and the per-element math for each — one definition shared by
+// defines: UnaryOp, BinaryOp, their names and the per-element math for each — one definition shared by
 //          the CPU kernels and the CUDA kernels, so the CPU tests check both.
 #include <cmath>
 #include <cstdint>
@@ -31,6 +31,47 @@ enum class BinaryOp {
 };
 
 inline bool is_comparison(BinaryOp op) { return op >= BinaryOp::eq && op <= BinaryOp::ge; }
+
+// The op's name in profiles and test reports ("gelu_tanh", "mul").
+constexpr const char* unary_op_name(UnaryOp op) {
+  switch (op) {
+    case UnaryOp::neg: return "neg";
+    case UnaryOp::exp: return "exp";
+    case UnaryOp::log: return "log";
+    case UnaryOp::sqrt: return "sqrt";
+    case UnaryOp::rsqrt: return "rsqrt";
+    case UnaryOp::abs: return "abs";
+    case UnaryOp::sign: return "sign";
+    case UnaryOp::tanh: return "tanh";
+    case UnaryOp::sigmoid: return "sigmoid";
+    case UnaryOp::relu: return "relu";
+    case UnaryOp::gelu_erf: return "gelu_erf";
+    case UnaryOp::gelu_tanh: return "gelu_tanh";
+  }
+  return "?";
+}
+
+constexpr const char* binary_op_name(BinaryOp op) {
+  switch (op) {
+    case BinaryOp::add: return "add";
+    case BinaryOp::sub: return "sub";
+    case BinaryOp::mul: return "mul";
+    case BinaryOp::div: return "div";
+    case BinaryOp::pow: return "pow";
+    case BinaryOp::maximum: return "maximum";
+    case BinaryOp::minimum: return "minimum";
+    case BinaryOp::eq: return "eq";
+    case BinaryOp::ne: return "ne";
+    case BinaryOp::lt: return "lt";
+    case BinaryOp::le: return "le";
+    case BinaryOp::gt: return "gt";
+    case BinaryOp::ge: return "ge";
+    case BinaryOp::relu_backward: return "relu_backward";
+    case BinaryOp::gelu_erf_backward: return "gelu_erf_backward";
+    case BinaryOp::gelu_tanh_backward: return "gelu_tanh_backward";
+  }
+  return "?";
+}
 
 namespace math {
 

@@ -1,9 +1,12 @@
 #include "core/storage.h"
 
+#include "core/profiler.h"
+
 namespace sg {
 
 Storage::Storage(size_t nbytes, Device device) : nbytes_(nbytes), device_(device), allocator_(&allocator_for(device)) {
   data_ = allocator_->allocate(nbytes);
+  profiler::record_allocation(nbytes, device);
 }
 
 Storage::Storage(void* data, size_t nbytes, Device device, std::function<void(void*)> deleter)

@@ -12,6 +12,7 @@
 #include "core/cuda_runtime/runtime.h"
 #include "core/factory.h"
 #include "core/parallel.h"
+#include "core/profiler.h"
 #include "data/placement.h"
 #include "data/plain_copy.h"
 
@@ -70,7 +71,7 @@ public:
         next_to_claim_(start.first_batch),
         next_to_deliver_(start.first_batch) {
     try {
-      for (int w = 0; w < num_workers; ++w) workers_.emplace_back([this] { work(); });
+      for (int w = 0; w < num_workers; ++w) workers_.emplace_back([this, w] { work(w); });
     } catch (const std::system_error& error) {  // could not start every thread: stop those that did start
       const size_t started = workers_.size();
       stop_and_join();
@@ -92,6 +93,8 @@ public:
   // Moves to the next batch in order, making it here or taking it from the workers, and puts it
   // on the loader's device (Note [Pinned staging and device placement] in data/placement.h).
   void advance() {
+    // The time the training loop waits for its batch (or makes it, without workers).
+    const profiler::RecordScope scope("DataLoader.next", profiler::Category::dataloader);
     const int64_t next = current_ + 1;
     current_ = next;
     if (at_end()) return;
@@ -122,6 +125,7 @@ private:
   };
 
   Batch make_batch(int64_t index) const {
+    const profiler::RecordScope scope("DataLoader.make_batch", profiler::Category::dataloader);
     std::vector<Example> examples;
     examples.reserve(batches_[index].size());
     for (int64_t example : batches_[index]) {
@@ -139,7 +143,8 @@ private:
     return {copied_to_device(batch.input, device_), copied_to_device(batch.target, device_)};
   }
 
-  void work() {
+  void work(int worker) {
+    profiler::set_thread_name("DataLoader worker " + std::to_string(worker));
     // Data loading runs beside the training step, not inside the OpenMP pool (Note [Data code
     // does not use the thread pool] in data/plain_copy.h). OpenMP's thread count is per calling
     // thread, so this keeps any op a user's dataset or collate calls on this thread alone.

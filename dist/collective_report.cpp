@@ -17,17 +17,19 @@ namespace {
 constexpr const char* kOpNames[] = {"all_reduce", "broadcast", "reduce", "all_gather", "gather", "scatter", "barrier"};
 }  // namespace
 
+const char* CollectiveDescription::op_name() const { return kOpNames[static_cast<int>(op)]; }
+
+int64_t CollectiveDescription::bytes() const {
+  return dtype >= 0 ? numel_of(shape) * static_cast<int64_t>(itemsize(static_cast<DType>(dtype))) : 0;
+}
+
 std::string CollectiveDescription::str(int64_t sequence) const {
   std::ostringstream out;
-  out << kOpNames[static_cast<int>(op)];
+  out << op_name();
   if (reduce_op >= 0) out << "(" << reduce_op_name(static_cast<ReduceOp>(reduce_op)) << ")";
   if (root >= 0) out << "(root " << root << ")";
   out << " #" << sequence;
-  if (dtype >= 0) {
-    const DType type = static_cast<DType>(dtype);
-    out << " on " << type << shape_str(shape) << " (" << numel_of(shape) * static_cast<int64_t>(itemsize(type))
-        << " bytes)";
-  }
+  if (dtype >= 0) out << " on " << static_cast<DType>(dtype) << shape_str(shape) << " (" << bytes() << " bytes)";
   return out.str();
 }
 

@@ -21,6 +21,8 @@ struct CollectiveDescription {
   int root = -1;
   Shape shape;
   std::string str(int64_t sequence) const;  // "all_reduce(SUM) #3 on f32[10] (40 bytes)"
+  const char* op_name() const;              // "all_reduce"
+  int64_t bytes() const;                    // of the tensor described; 0 for a barrier
 };
 
 // Records "rank `rank` reached collective #sequence" in the store, for diagnose_failure on the

@@ -18,6 +18,7 @@
 #include <gloo/scatter.h>
 #include <gloo/transport/tcp/device.h>
 
+#include "core/profiler.h"
 #include "dist/environment.h"
 #include "dist/shm_all_reduce.h"
 #include "dist/tcp_store.h"
@@ -187,6 +188,7 @@ WorkPtr ProcessGroupGloo::enqueue(Description description, std::function<void(ui
 }
 
 void ProcessGroupGloo::communication_loop() {
+  profiler::set_thread_name("communication (rank " + std::to_string(rank()) + ")");
   for (;;) {
     Job job;
     {
@@ -224,6 +226,8 @@ void ProcessGroupGloo::run_one(GlooWork& work, int64_t sequence, const Descripti
     error = std::current_exception();
   }
   timing.finished = std::chrono::steady_clock::now();
+  profiler::record_span(description.op_name(), profiler::Category::collective, timing.started, timing.finished,
+                        description.bytes());
   work.finish(error, timing);
 }
 

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "autograd/grad_mode.h"
+#include "core/profiler.h"
 #include "core/tensor.h"
 #include "nn/module.h"
 
@@ -48,7 +49,9 @@ class Optimizer {
 public:
   // `type_name` ("Adam") names the optimizer in errors and state dicts; it is passed in rather
   // than virtual because the constructors check parameters before the derived class exists.
-  explicit Optimizer(std::string type_name) : type_name_(std::move(type_name)) {}
+  explicit Optimizer(std::string type_name)
+      : type_name_(std::move(type_name)),
+        step_event_name_(type_name_ + ".step") {}
   virtual ~Optimizer() = default;
   Optimizer(const Optimizer&) = delete;
   Optimizer& operator=(const Optimizer&) = delete;
@@ -90,6 +93,8 @@ public:
   void load_state_dict(const OptimizerState& state);
 
 protected:
+  // What the profiler calls a step ("Adam.step"), made once so that a step not profiled builds no string.
+  const std::string& step_event_name() const { return step_event_name_; }
   // The state of `param`, created empty on first use.
   ParamState& state_for(const Tensor& param) { return state_[param.impl()]; }
   // Throws if `params` is empty, holds an undefined or non-leaf tensor, or repeats a parameter
@@ -107,6 +112,7 @@ private:
                                                       const Tensor& value)>& visit) const;
 
   std::string type_name_;
+  std::string step_event_name_;
   std::map<const TensorImpl*, ParamState> state_;
 };
 
@@ -164,6 +170,7 @@ protected:
   // the old value, as after PyTorch's in-place update).
   template <typename Update>
   void for_each_param_with_grad(Update&& update) {
+    const profiler::RecordScope scope(step_event_name(), profiler::Category::optimizer);
     NoGradGuard no_grad;
     for (size_t g = 0; g < groups_.size(); ++g) {
       for (size_t i = 0; i < groups_[g].params.size(); ++i) {

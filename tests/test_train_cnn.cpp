@@ -1,7 +1,10 @@
 // apps/train_cnn as a program: what it checks at start-up (flags, where it will write), a run
 // whose loss stops being finite (stopped, its snapshot kept), and a snapshot whose metadata makes
-// no sense.
+// no sense; what --profile writes, on one process and on two.
+#include <nlohmann/json.hpp>
+
 #include <filesystem>
+#include <map>
 
 #include "dist_harness.h"
 #include "helpers.h"
@@ -111,5 +114,70 @@ TEST_CASE("train_cnn refuses a snapshot whose epoch is missing, negative or not 
     INFO(run.output);
     CHECK(run.exit_code == 1);
     CHECK(test::contains(run.output, where + problem));
+  }
+}
+
+namespace {
+
+// The span events of a Chrome trace by name, and the names of its thread rows by tid.
+struct Trace {
+  std::multimap<std::string, nlohmann::json> spans;
+  std::map<int, std::string> threads;
+};
+
+Trace read_trace(const std::string& path) {
+  Trace trace;
+  const nlohmann::json json = nlohmann::json::parse(test::read_text(path));
+  for (const nlohmann::json& event : json.at("traceEvents")) {
+    if (event.at("ph") == "X") trace.spans.emplace(event.at("name").get<std::string>(), event);
+    else if (event.at("name") == "thread_name")
+      trace.threads[event.at("tid").get<int>()] = event.at("args").at("name").get<std::string>();
+  }
+  return trace;
+}
+
+}  // namespace
+
+TEST_CASE("train_cnn --profile writes the trace and the key_averages table of steps 2 to 6") {
+  if (!have_fashion_mnist()) return;
+  test::TempDir dir;
+  const Run run = train_cnn(
+      {"--train-subset", "640", "--test-subset", "100", "--epochs", "1", "--profile", dir.path() + "/profile"});
+  INFO(run.output);
+  REQUIRE(run.exit_code == 0);
+  const Trace trace = read_trace(dir.path() + "/profile/trace.json");
+  // Five steps: one optimizer step, one backward and two convolutions forward in each.
+  CHECK(trace.spans.count("Adam.step") == 5);
+  CHECK(trace.spans.count("backward") == 5);
+  CHECK(trace.spans.count("conv2d") == 10);
+  CHECK(trace.spans.count("ConvolutionBackward") == 10);
+  CHECK(trace.spans.count("DataLoader.next") == 5);
+  const nlohmann::json& conv = trace.spans.find("conv2d")->second;
+  CHECK(conv.at("args").at("input shapes").at(0).at(0) == 64);  // the batch
+  const std::string table = test::read_text(dir.path() + "/profile/key_averages.txt");
+  CHECK(test::contains(table, "conv2d"));
+  CHECK(test::contains(table, "Profiled wall time"));
+}
+
+TEST_CASE("train_cnn --profile on 2 processes writes one trace per rank, its all-reduces on the communication row") {
+  if (!have_fashion_mnist()) return;
+  test::TempDir dir;
+  const Run run = test::run_app(
+      SG_TRAIN_CNN, {"--train-subset", "1280", "--test-subset", "100", "--epochs", "1", "--profile", dir.path()}, 2);
+  INFO(run.output);
+  REQUIRE(run.exit_code == 0);
+  CHECK(!fs::exists(dir.path() + "/trace.json"));
+  for (int rank = 0; rank < 2; ++rank) {
+    INFO("rank ", rank);
+    const std::string path = dir.path() + "/trace_rank" + std::to_string(rank) + ".json";
+    const nlohmann::json json = nlohmann::json::parse(test::read_text(path));
+    CHECK(json.at("traceEvents").at(0).at("pid") == rank);
+    const Trace trace = read_trace(path);
+    REQUIRE(trace.spans.count("all_reduce") >= 5);  // DDP's buckets, at least one per step
+    const nlohmann::json& all_reduce = trace.spans.find("all_reduce")->second;
+    CHECK(all_reduce.at("cat") == "collective");
+    CHECK(all_reduce.at("args").at("bytes").get<int64_t>() > 0);
+    CHECK(trace.threads.at(all_reduce.at("tid").get<int>()) == "communication (rank " + std::to_string(rank) + ")");
+    CHECK(fs::exists(dir.path() + "/key_averages_rank" + std::to_string(rank) + ".txt"));
   }
 }

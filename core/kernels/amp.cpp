@@ -2,11 +2,13 @@
 
 #include "core/cpu/amp_kernels.h"
 #include "core/cuda/amp_kernels.h"
+#include "core/profiler.h"
 
 // The device dispatch point for the mixed-precision kernels (see core/kernels/pointwise.cpp).
 namespace sg::kernels {
 
 void non_finite_check_and_unscale_(const Tensor& grad, const Tensor& found_inf, double inv_scale) {
+  const profiler::RecordScope scope("non_finite_check_and_unscale_", profiler::Category::amp, grad);
   SG_CHECK(is_floating(grad.dtype()), "non_finite_check_and_unscale_: expected a floating gradient, got ",
            grad.dtype());
   SG_CHECK(found_inf.numel() == 1 && found_inf.dtype() == DType::f32, "non_finite_check_and_unscale_: found_inf must ",

@@ -2,6 +2,7 @@
 
 #include "core/cpu/optim_kernels.h"
 #include "core/cuda/optim_kernels.h"
+#include "core/profiler.h"
 
 // The device dispatch point for the optimizer kernels (see core/kernels/pointwise.cpp).
 namespace sg::kernels {
@@ -20,6 +21,7 @@ void check_like_param(const char* op, const Tensor& param, const char* name, con
 
 void adam_step(const Tensor& param, const Tensor& grad, const Tensor& exp_avg, const Tensor& exp_avg_sq,
                const Tensor& max_exp_avg_sq, const AdamStep& step) {
+  const profiler::RecordScope scope("adam_step", profiler::Category::optim, param);
   check_like_param("adam_step", param, "grad", grad);
   check_like_param("adam_step", param, "exp_avg", exp_avg);
   check_like_param("adam_step", param, "exp_avg_sq", exp_avg_sq);
@@ -31,6 +33,7 @@ void adam_step(const Tensor& param, const Tensor& grad, const Tensor& exp_avg, c
 }
 
 void sgd_step(const Tensor& param, const Tensor& grad, const Tensor& momentum_buffer, const SGDStep& step) {
+  const profiler::RecordScope scope("sgd_step", profiler::Category::optim, param);
   check_like_param("sgd_step", param, "grad", grad);
   if (step.momentum != 0.0) check_like_param("sgd_step", param, "momentum_buffer", momentum_buffer);
   if (runs_on_cuda(param.device(), "sgd_step")) {

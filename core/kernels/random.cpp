@@ -4,6 +4,7 @@
 
 #include "core/cpu/random_kernels.h"
 #include "core/cuda/random_kernels.h"
+#include "core/profiler.h"
 
 // The device dispatch point for the random fills (see core/kernels/pointwise.cpp): each op turns
 // its arguments into a RandomDraw, reserves its Philox blocks on the host generator and fills on
@@ -13,6 +14,7 @@ namespace sg::kernels {
 namespace {
 
 void fill_random(const Tensor& t, Generator& generator, const RandomDraw& draw, const char* op_name) {
+  const profiler::RecordScope scope(op_name, profiler::Category::random, t);
   const bool on_cuda = runs_on_cuda(t.device(), op_name);
   const uint64_t first = generator.reserve(static_cast<uint64_t>((t.numel() + 1) / 2));
   if (on_cuda) {
@@ -64,6 +66,7 @@ void bernoulli_(const Tensor& t, double p, Generator& generator) {
 }
 
 void multinomial_with_replacement(const Tensor& out, const Tensor& probs, Generator& generator) {
+  const profiler::RecordScope scope("multinomial", profiler::Category::random, probs);
   const bool on_cuda = runs_on_cuda(out.device(), "multinomial");
   const uint64_t first = generator.reserve(static_cast<uint64_t>((out.numel() + 1) / 2));
   if (on_cuda) {

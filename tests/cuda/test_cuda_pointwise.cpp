@@ -60,46 +60,6 @@ Tensor small_integers(const Shape& shape, DType dtype, int64_t low, int64_t high
   return randint(low, high, shape, {DType::i64, Device::cpu()}, &test::rng()).to(dtype);
 }
 
-const char* unary_name(UnaryOp op) {
-  switch (op) {
-    case UnaryOp::neg: return "neg";
-    case UnaryOp::exp: return "exp";
-    case UnaryOp::log: return "log";
-    case UnaryOp::sqrt: return "sqrt";
-    case UnaryOp::rsqrt: return "rsqrt";
-    case UnaryOp::abs: return "abs";
-    case UnaryOp::sign: return "sign";
-    case UnaryOp::tanh: return "tanh";
-    case UnaryOp::sigmoid: return "sigmoid";
-    case UnaryOp::relu: return "relu";
-    case UnaryOp::gelu_erf: return "gelu_erf";
-    case UnaryOp::gelu_tanh: return "gelu_tanh";
-  }
-  return "?";
-}
-
-const char* binary_name(BinaryOp op) {
-  switch (op) {
-    case BinaryOp::add: return "add";
-    case BinaryOp::sub: return "sub";
-    case BinaryOp::mul: return "mul";
-    case BinaryOp::div: return "div";
-    case BinaryOp::pow: return "pow";
-    case BinaryOp::maximum: return "maximum";
-    case BinaryOp::minimum: return "minimum";
-    case BinaryOp::eq: return "eq";
-    case BinaryOp::ne: return "ne";
-    case BinaryOp::lt: return "lt";
-    case BinaryOp::le: return "le";
-    case BinaryOp::gt: return "gt";
-    case BinaryOp::ge: return "ge";
-    case BinaryOp::relu_backward: return "relu_backward";
-    case BinaryOp::gelu_erf_backward: return "gelu_erf_backward";
-    case BinaryOp::gelu_tanh_backward: return "gelu_tanh_backward";
-  }
-  return "?";
-}
-
 // Runs kernels::unary on the CPU and on the GPU, with input and output in the given layouts.
 void check_unary(UnaryOp op, const Tensor& x, Layout in_layout, Layout out_layout) {
   const Tensor out_cpu = laid_out(zeros(x.sizes(), {x.dtype()}), Device::cpu(), out_layout);
@@ -148,7 +108,7 @@ TEST_CASE("every unary op matches the CPU in every floating dtype, for strided i
       for (Layout in_layout : kLayouts) {
         for (Layout out_layout : {Layout::contiguous, Layout::transposed}) {
           CAPTURE(dtype);
-          INFO(unary_name(op), ": input ", layout_name(in_layout), ", output ", layout_name(out_layout));
+          INFO(unary_op_name(op), ": input ", layout_name(in_layout), ", output ", layout_name(out_layout));
           check_unary(op, x, in_layout, out_layout);
         }
       }
@@ -164,7 +124,7 @@ TEST_CASE("unary ops that are exact on integers match the CPU bit for bit") {
         dtype == DType::u8 ? small_integers({9, 11}, dtype, 0, 256) : small_integers({9, 11}, dtype, -50, 50);
     for (UnaryOp op : {UnaryOp::neg, UnaryOp::abs, UnaryOp::sign, UnaryOp::relu}) {
       CAPTURE(dtype);
-      INFO(unary_name(op));
+      INFO(unary_op_name(op));
       check_unary(op, x, Layout::transposed, Layout::contiguous);
     }
   }
@@ -179,7 +139,7 @@ TEST_CASE("every arithmetic binary op matches the CPU in every floating dtype, w
     const Tensor a_column = uniform({5, 1, 1}, dtype, 0.25, 3.0);  // a broadcast first operand
     for (BinaryOp op : kArithmeticOps) {
       CAPTURE(dtype);
-      INFO(binary_name(op));
+      INFO(binary_op_name(op));
       const double alpha = op == BinaryOp::sub ? 0.5 : 2.0;  // only add and sub read it
       check_binary(op, a, b, alpha, Layout::contiguous, Layout::contiguous, Layout::contiguous);
       check_binary(op, a, b, alpha, Layout::transposed, Layout::strided, Layout::transposed);
@@ -198,7 +158,7 @@ TEST_CASE("comparisons give the CPU's bools in every dtype, ties included") {
     const Tensor b = small_integers({4, 5}, dtype, 0, is_bool ? 2 : 4);
     for (BinaryOp op : kComparisons) {
       CAPTURE(dtype);
-      INFO(binary_name(op));
+      INFO(binary_op_name(op));
       check_binary(op, a, b, 1.0, Layout::contiguous, Layout::contiguous, Layout::contiguous);
       check_binary(op, a, b, 1.0, Layout::strided, Layout::transposed, Layout::transposed);
     }
@@ -214,7 +174,7 @@ TEST_CASE("integer arithmetic matches the CPU exactly") {
     for (BinaryOp op :
          {BinaryOp::add, BinaryOp::sub, BinaryOp::mul, BinaryOp::maximum, BinaryOp::minimum, BinaryOp::relu_backward}) {
       CAPTURE(dtype);
-      INFO(binary_name(op));
+      INFO(binary_op_name(op));
       check_binary(op, a, b, 2.0, Layout::transposed, Layout::contiguous, Layout::strided);
     }
   }
