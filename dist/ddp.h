@@ -23,6 +23,10 @@ struct DDPOptions {
   bool broadcast_buffers = true;        // rank 0's buffers (BatchNorm statistics) after each training forward
   std::string trace_path = {};          // when set, a Chrome trace of the first trace_steps backwards
   int trace_steps = 3;
+  // Before each bucket's all-reduce, remember which of this rank's gradients held inf/NaN
+  // (reducer().was_nonfinite_before_average): after the average every rank holds them. For
+  // debugging f16 overflows; Note [Finding the rank an overflow came from] in dist/reducer.h.
+  bool find_nonfinite_origin = false;
 };
 
 // Usage (one process per rank, after dist::init_process_group):

@@ -9,6 +9,7 @@
 #include "amp/grad_scaler.h"
 #include "amp/scaler_diagnostics.h"
 #include "helpers.h"
+#include "train/accelerator.h"
 
 using namespace sg;
 namespace F = sg::nn::functional;
@@ -202,4 +203,34 @@ TEST_CASE("without the option the scaler measures and keeps nothing") {
   CHECK(scaler.diagnostics() == nullptr);
   // A disabled scaler has no diagnostics either, even when asked for.
   CHECK(amp::GradScaler({.enabled = false, .diagnostics = true}).diagnostics() == nullptr);
+}
+
+TEST_CASE("the Accelerator's amp_diagnostics names the prepared model's parameters and needs f16") {
+  // Options set field by field: designated initialisers of AcceleratorOptions make GCC 12 warn
+  // (wrongly) that DDPOptions' strings may be used uninitialised.
+  dist::AcceleratorOptions options;
+  options.mixed_precision = "f16";
+  options.amp_diagnostics = true;
+  dist::Accelerator accelerator(options);
+  std::shared_ptr<nn::Module> model = accelerator.prepare(std::make_shared<TwoHeads>(1000.0));
+  optim::SGD sgd(model->parameters(), {.lr = 0.01});
+  accelerator.prepare(sgd);
+  const Tensor x = test::rand_input({256, 4}).detach().to(DType::f32);
+  sgd.zero_grad();
+  Tensor loss;
+  {
+    const amp::AutocastGuard autocast = accelerator.autocast();
+    loss = F::mse_loss((*model)(x), zeros({256, 1}));
+  }
+  accelerator.backward(loss);
+  CHECK_FALSE(accelerator.step(sgd));
+  const amp::ScalerDiagnostics* diagnostics = accelerator.scaler().diagnostics();
+  REQUIRE(diagnostics != nullptr);
+  REQUIRE(diagnostics->skipped_steps().size() == 1);
+  REQUIRE(diagnostics->skipped_steps()[0].gradients.size() == 1);
+  CHECK(diagnostics->skipped_steps()[0].gradients[0].parameter == "large.weight");
+
+  options.mixed_precision = "bf16";
+  CHECK_THROWS_WITH_AS(dist::Accelerator{options}, doctest::Contains("amp_diagnostics reports on the f16 loss scaler"),
+                       Error);
 }
