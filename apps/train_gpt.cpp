@@ -131,6 +131,7 @@ int train(const RunConfig& config, const AppOptions& app) {
   sg::check_writable_destination("trainer_config.log_path", trainer.log_path);
   sg::dist::AcceleratorOptions options;
   options.mixed_precision = trainer.use_amp ? trainer.amp_dtype : "no";
+  options.amp_diagnostics = trainer.amp_debug;
   options.device = app.device;
   sg::dist::Accelerator accelerator(options);
   if (!trainer.tensorboard_dir.empty())
@@ -232,6 +233,8 @@ int train(const RunConfig& config, const AppOptions& app) {
                  {"scale", scaler.is_enabled() ? std::to_string(scaler.get_scale()) : ""}});
       std::map<std::string, double> scalars = {{"loss/train", loss_value}, {"grad_norm", grad_norm}};
       if (scaler.is_enabled()) scalars["amp/loss_scale"] = scaler.get_scale();
+      if (const sg::amp::ScalerDiagnostics* diagnostics = scaler.diagnostics())
+        scalars.merge(diagnostics->underflow_scalars());
       accelerator.log(scalars, step);
       nonfinite_guard.observe(loss_value, step);  // Note [Stopping on a non-finite loss]
       maybe_kill_for_test(step, accelerator.process_index());
