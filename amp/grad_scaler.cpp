@@ -53,6 +53,11 @@ GradScalerState GradScalerState::from_json(const std::string& text) {
 GradScaler::GradScaler(GradScalerOptions options) : options_(options), scale_(static_cast<float>(options.init_scale)) {
   check_factors("GradScaler", options.init_scale, options.growth_factor, options.backoff_factor,
                 options.growth_interval);
+  if (options_.enabled && options_.diagnostics) diagnostics_ = std::make_unique<ScalerDiagnostics>();
+}
+
+void GradScaler::add_parameter_names(const nn::Module& model) {
+  if (diagnostics_) diagnostics_->add_parameter_names(model);
 }
 
 double GradScaler::get_scale() const { return options_.enabled ? scale_ : 1.0; }
@@ -81,19 +86,28 @@ void GradScaler::unscale_(optim::Optimizer& optimizer) {
       if (flag.device() == device) return flag;
     return flags.emplace_back(zeros({1}, {DType::f32, device}));
   };
+  const TensorList params = optimizer.all_params();
   TensorList checked;
-  for (const Tensor& param : optimizer.all_params()) {
+  for (size_t index = 0; index < params.size(); ++index) {
+    const Tensor& param = params[index];
     const Tensor& grad = param.grad();
     if (!grad.defined()) continue;
     checked.push_back(grad);
     SG_CHECK(grad.dtype() != DType::f16, "GradScaler::unscale_: a parameter of shape ", shape_str(param.sizes()),
              " has an f16 gradient; unscaled f16 gradients underflow, which the scaler exists to prevent. Keep the "
              "parameters in f32 and let autocast cast them (their gradients are then f32)");
+    if (diagnostics_) diagnostics_->measure_underflow(param, index, optimizer.type_name(), grad);
     kernels::non_finite_check_and_unscale_(grad, flag_on(grad.device()), inv_scale);
   }
   Tensor found_inf = zeros({1}, {DType::f32});
   for (const Tensor& flag : flags)
     if (flag.item<float>() > 0) found_inf.fill_(1.0);
+  // Only on an overflow, and only with diagnostics: one more look at each gradient, to name them,
+  // last parameter first (SkippedStep::gradients says why).
+  if (diagnostics_ && found_inf.item<float>() > 0)
+    for (size_t index = params.size(); index-- > 0;)
+      if (params[index].grad().defined())
+        diagnostics_->record_if_nonfinite(params[index], index, optimizer.type_name());
   if (options_.agree_across_ranks)
     options_.agree_across_ranks(found_inf, checked);  // Note [Ranks agree on skipping a step]
   record.found_inf = found_inf.item<float>() > 0;
@@ -117,28 +131,29 @@ bool GradScaler::step(optim::Optimizer& optimizer) {
 
 void GradScaler::update(std::optional<double> new_scale) {
   if (!options_.enabled) return;
+  bool found_inf = false;
+  for (const auto& [optimizer, record] : records_) found_inf = found_inf || record.found_inf;
   if (new_scale) {
     check_factors("GradScaler::update", *new_scale, options_.growth_factor, options_.backoff_factor,
                   options_.growth_interval);
-    scale_ = static_cast<float>(*new_scale);
   } else {
     SG_CHECK(!records_.empty(),
              "GradScaler::update: no inf checks were recorded since the last update(); call "
              "step(optimizer) (or unscale_) first");
-    bool found_inf = false;
-    for (const auto& [optimizer, record] : records_) found_inf = found_inf || record.found_inf;
-    // torch's _amp_update_scale_
-    if (found_inf) {
-      scale_ = static_cast<float>(scale_ * options_.backoff_factor);
-      growth_tracker_ = 0;
-      ++skipped_steps_;
-    } else if (growth_tracker_ + 1 == options_.growth_interval) {
-      const float grown = static_cast<float>(scale_ * options_.growth_factor);
-      if (std::isfinite(grown)) scale_ = grown;
-      growth_tracker_ = 0;
-    } else {
-      ++growth_tracker_;
-    }
+  }
+  if (diagnostics_) diagnostics_->end_iteration(found_inf, scale_);  // the scale this iteration ran with
+  if (new_scale) {
+    scale_ = static_cast<float>(*new_scale);
+  } else if (found_inf) {  // torch's _amp_update_scale_
+    scale_ = static_cast<float>(scale_ * options_.backoff_factor);
+    growth_tracker_ = 0;
+    ++skipped_steps_;
+  } else if (growth_tracker_ + 1 == options_.growth_interval) {
+    const float grown = static_cast<float>(scale_ * options_.growth_factor);
+    if (std::isfinite(grown)) scale_ = grown;
+    growth_tracker_ = 0;
+  } else {
+    ++growth_tracker_;
   }
   records_.clear();
 }

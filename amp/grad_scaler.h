@@ -25,9 +25,12 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 
+#include "amp/scaler_diagnostics.h"
+#include "nn/module.h"
 #include "optim/optimizer.h"
 
 namespace sg::amp {
@@ -50,6 +53,9 @@ struct GradScalerOptions {
   int64_t growth_interval = 2000;
   bool enabled = true;                     // false: scale() returns the loss as is, step() just steps
   FoundInfAgreement agree_across_ranks{};  // called by unscale_; empty: this rank decides alone
+  // Record which parameters' gradients held inf/NaN on a skipped step, each parameter's f16 underflow
+  // fraction and the scale's history (amp/scaler_diagnostics.h). Off, nothing is measured or kept.
+  bool diagnostics = false;
 };
 
 // What a checkpoint keeps (the fields of torch's GradScaler.state_dict(), plus the skip count).
@@ -95,6 +101,12 @@ public:
   int64_t skipped_steps() const { return skipped_steps_; }  // updates that found inf/NaN
   bool is_enabled() const { return options_.enabled; }
 
+  // With options.diagnostics: what was recorded (amp/scaler_diagnostics.h); null otherwise, or when
+  // the scaler is disabled.
+  const ScalerDiagnostics* diagnostics() const { return diagnostics_.get(); }
+  // Lets the diagnostics name `model`'s parameters ("fc2.weight"); nothing without them.
+  void add_parameter_names(const nn::Module& model);
+
   GradScalerState state_dict() const;
   void load_state_dict(const GradScalerState& state);  // throws on invalid factors or scale
 
@@ -110,6 +122,7 @@ private:
   int64_t growth_tracker_ = 0;
   int64_t skipped_steps_ = 0;
   std::map<const optim::Optimizer*, OptimizerRecord> records_;  // optimizers seen since update()
+  std::unique_ptr<ScalerDiagnostics> diagnostics_;              // only with options.diagnostics
 };
 
 }  // namespace sg::amp

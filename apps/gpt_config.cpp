@@ -52,6 +52,7 @@ std::vector<Key> keys_of(RunConfig& c) {
           key("trainer_config", "save_every", c.trainer.save_every),
           key("trainer_config", "use_amp", c.trainer.use_amp),
           key("trainer_config", "amp_dtype", c.trainer.amp_dtype),
+          key("trainer_config", "amp_debug", c.trainer.amp_debug),
           key("trainer_config", "seed", c.trainer.seed),
           key("trainer_config", "log_path", c.trainer.log_path),
           key("trainer_config", "tensorboard_dir", c.trainer.tensorboard_dir),
@@ -156,6 +157,8 @@ RunConfig config_from(YAML::Node root, const std::string& path, const std::vecto
            ": trainer_config.grad_norm_clip must be > 0, got ", t.grad_norm_clip);
   SG_CHECK(t.amp_dtype.empty() || t.amp_dtype == "f16" || t.amp_dtype == "bf16", origins.of("trainer_config.amp_dtype"),
            ": trainer_config.amp_dtype must be f16 or bf16, got '", t.amp_dtype, "'");
+  SG_CHECK(!t.amp_debug || (t.use_amp && t.amp_dtype == "f16"), origins.of("trainer_config.amp_debug"),
+           ": trainer_config.amp_debug reports on the f16 loss scaler: it needs use_amp true and amp_dtype f16");
   SG_CHECK(config.data.train_split > 0 && config.data.train_split <= 1, origins.of("data_config.train_split"),
            ": data_config.train_split must lie in (0, 1], got ", config.data.train_split);
   return config;

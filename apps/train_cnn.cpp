@@ -58,6 +58,7 @@ struct Config {
   double bucket_mb = 25;
   int check_replicas_every = 0;
   std::string amp = "none";     // none, f16 or bf16
+  bool amp_debug = false;       // f16: the loss scaler's diagnostics (amp/scaler_diagnostics.h)
   std::string device = "auto";  // auto, cpu or cuda
   int max_nonfinite_steps = 5;  // 0: train on whatever the loss is
 };
@@ -135,6 +136,9 @@ int run(const Config& config) {
   options.ddp.check_replicas_every = config.check_replicas_every;
   options.sync_batchnorm = config.sync_bn;
   options.mixed_precision = config.amp == "none" ? "no" : config.amp;
+  SG_CHECK(!config.amp_debug || config.amp == "f16", "--amp-debug reports on the f16 loss scaler: it needs --amp f16, ",
+           "got --amp ", config.amp);
+  options.amp_diagnostics = config.amp_debug;
   options.device = config.device;
   sg::dist::Accelerator accelerator(options);
   if (!config.tensorboard.empty()) accelerator.init_trackers(config.tensorboard);  // before the data: fail fast
@@ -217,6 +221,8 @@ int run(const Config& config) {
       std::map<std::string, double> scalars{{"loss/train", loss_value}, {"lr", optimizer->lr(0)}};
       if (scaler.is_enabled()) {
         scalars["amp/loss_scale"] = scaler.get_scale();
+        if (const sg::amp::ScalerDiagnostics* diagnostics = scaler.diagnostics())
+          scalars.merge(diagnostics->underflow_scalars());
         row["scale"] = std::to_string(scaler.get_scale());
         row["skipped_steps"] = std::to_string(scaler.skipped_steps());
         shown.insert(shown.end(),
@@ -295,6 +301,10 @@ int main(int argc, char** argv) {
   app.add_option("--amp", config.amp, "Mixed precision: none, f16 (autocast + loss scaler) or bf16 (autocast)")
       ->check(CLI::IsMember({"none", "f16", "bf16"}))
       ->capture_default_str();
+  app.add_flag("--amp-debug", config.amp_debug,
+               "With --amp f16: when the loss scaler skips a step, name the parameters whose gradients held inf/NaN "
+               "and the rank they began on; log each parameter's f16 underflow fraction (amp/underflow/<name>); at "
+               "the end, say which layers would be safer in f32 or bf16 (docs/amp.md)");
   app.add_option("--device", config.device,
                  "auto (the GPU of each process's LOCAL_RANK when CUDA is available, else the CPU), cpu, or cuda; "
                  "under sgrun on GPUs: one GPU per process, gradients all-reduced over NCCL")
@@ -321,7 +331,8 @@ int main(int argc, char** argv) {
   app.add_option("--log", config.log, "CSV of step, epoch, loss, lr, accuracy");
   app.add_option("--tensorboard", config.tensorboard,
                  "Write TensorBoard event files into this directory (created when missing; by the main process): "
-                 "loss/train and lr per step, amp/loss_scale under --amp f16, loss/test and accuracy/test per epoch");
+                 "loss/train and lr per step, amp/loss_scale under --amp f16 (and amp/underflow/<param> with "
+                 "--amp-debug), loss/test and accuracy/test per epoch");
   app.add_option("--train-subset", config.train_subset, "Train on the first N images only (0: all), for quick runs")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();

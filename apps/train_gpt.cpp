@@ -144,6 +144,7 @@ int train(const RunConfig& config, const AppOptions& app) {
   sg::check_writable_destination("trainer_config.log_path", trainer.log_path);
   sg::dist::AcceleratorOptions options;
   options.mixed_precision = mixed_precision_for(trainer, sg::dist::accelerator_device(app.device));
+  options.amp_diagnostics = trainer.amp_debug;
   options.device = app.device;
   sg::dist::Accelerator accelerator(options);
   if (trainer.use_amp && options.mixed_precision == "no")
@@ -253,6 +254,8 @@ int train(const RunConfig& config, const AppOptions& app) {
                  {"scale", scaler.is_enabled() ? std::to_string(scaler.get_scale()) : ""}});
       std::map<std::string, double> scalars = {{"loss/train", loss_value}, {"grad_norm", grad_norm}};
       if (scaler.is_enabled()) scalars["amp/loss_scale"] = scaler.get_scale();
+      if (const sg::amp::ScalerDiagnostics* diagnostics = scaler.diagnostics())
+        scalars.merge(diagnostics->underflow_scalars());
       accelerator.log(scalars, step);
       nonfinite_guard.observe(loss_value, step);  // Note [Stopping on a non-finite loss]
       maybe_kill_for_test(step, accelerator.process_index());

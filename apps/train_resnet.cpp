@@ -19,6 +19,7 @@
 #include <filesystem>
 #include <iostream>
 #include <limits>
+#include <map>
 #include <memory>
 #include <numbers>
 #include <string>
@@ -64,6 +65,7 @@ struct Config {
   double val_fraction = 0.2;
   int workers = 0;
   std::string amp = "none";
+  bool amp_debug = false;  // f16: the loss scaler's diagnostics (amp/scaler_diagnostics.h)
   std::string device = "auto";
   int threads = 1;
   uint64_t seed = 0;
@@ -136,6 +138,9 @@ int run(const Config& config) {
   sg::dist::AcceleratorOptions options;
   options.sync_batchnorm = config.sync_bn;
   options.mixed_precision = config.amp == "none" ? "no" : config.amp;
+  SG_CHECK(!config.amp_debug || config.amp == "f16", "--amp-debug reports on the f16 loss scaler: it needs --amp f16, ",
+           "got --amp ", config.amp);
+  options.amp_diagnostics = config.amp_debug;
   options.device = config.device;
   sg::dist::Accelerator accelerator(options);
   const bool is_main = accelerator.is_main_process();
@@ -253,7 +258,11 @@ int run(const Config& config) {
                       epoch_lr, " (", format_fixed(bar.elapsed_seconds(), 1), " s, ",
                       format_fixed(bar.items_per_second(), 1), " img/s", mfu.progress_note(bar.items_per_second()),
                       ")");
-    accelerator.log({{"loss", train_loss}, {"accuracy", accuracy / 100.0}, {"learning_rate", epoch_lr}}, epoch);
+    std::map<std::string, double> scalars{
+        {"loss", train_loss}, {"accuracy", accuracy / 100.0}, {"learning_rate", epoch_lr}};
+    if (const sg::amp::ScalerDiagnostics* diagnostics = accelerator.scaler().diagnostics())
+      scalars.merge(diagnostics->underflow_scalars());  // the epoch's last step
+    accelerator.log(scalars, epoch);
     const sg::nn::Module& weights = accelerator.unwrap_model(*model);
     if (!config.save_dir.empty()) {  // the recipe's weights/model-{epoch}.pth
       const std::string path = config.save_dir + "/model-" + std::to_string(epoch) + ".safetensors";
@@ -323,6 +332,10 @@ int main(int argc, char** argv) {
   app.add_option("--amp", config.amp, "Mixed precision: none, f16 (autocast + loss scaler) or bf16 (autocast)")
       ->check(CLI::IsMember({"none", "f16", "bf16"}))
       ->capture_default_str();
+  app.add_flag("--amp-debug", config.amp_debug,
+               "With --amp f16: when the loss scaler skips a step, name the parameters whose gradients held inf/NaN "
+               "and the rank they began on; log each parameter's f16 underflow fraction (amp/underflow/<name>, per "
+               "epoch); at the end, say which layers would be safer in f32 or bf16 (docs/amp.md)");
   app.add_option("--device", config.device,
                  "auto (the GPU of each process's LOCAL_RANK when CUDA is available, else the CPU), cpu, or cuda")
       ->check(CLI::IsMember({"auto", "cpu", "cuda"}))

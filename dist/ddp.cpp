@@ -91,6 +91,7 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<nn::Module> mod
       std::make_shared<Reducer>(trainable, names, group_, static_cast<size_t>(options_.bucket_cap_mb * 1024 * 1024),
                                 options_.find_unused_parameters);
   reducer_->install_hooks();
+  reducer_->set_check_nonfinite_before_average(options_.find_nonfinite_origin);
   timeline_ = std::make_shared<BackwardTimeline>(group_);
   if (!options_.trace_path.empty()) timeline_->trace_to(options_.trace_path, options_.trace_steps);
   reducer_->set_observer(timeline_);

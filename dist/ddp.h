@@ -28,6 +28,10 @@ struct DDPOptions {
   // ranks, and stop all of them with an error naming the first tensor whose replicas differ;
   // 0: never (Note [Replicas stay identical] in dist/replica_check.h).
   int check_replicas_every = 0;
+  // Before each bucket's all-reduce, remember which of this rank's gradients held inf/NaN
+  // (reducer().was_nonfinite_before_average): after the average every rank holds them. For
+  // debugging f16 overflows; Note [Finding the rank an overflow came from] in dist/reducer.h.
+  bool find_nonfinite_origin = false;
 };
 
 // Usage (one process per rank, after dist::init_process_group):

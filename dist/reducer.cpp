@@ -27,6 +27,7 @@
 #include <map>
 #include <sstream>
 
+#include "autograd/anomaly_mode.h"
 #include "autograd/engine.h"
 #include "autograd/grad_mode.h"
 #include "core/factory.h"
@@ -107,6 +108,7 @@ void Reducer::prepare_for_backward(bool sync) {
   finalize_queued_ = false;
   averaged_ = false;
   next_bucket_to_launch_ = 0;
+  nonfinite_before_average_.clear();
   std::fill(ready_.begin(), ready_.end(), false);
   for (Bucket& bucket : buckets_) {
     bucket.pending = bucket.params.size();
@@ -148,8 +150,23 @@ void Reducer::point_grad_at_bucket(size_t p) {
 
 void Reducer::slot_filled(size_t b) {
   if (--buckets_[b].pending > 0) return;
+  if (check_nonfinite_before_average_) check_nonfinite(buckets_[b]);
   observer_->bucket_ready(b);
   launch_ready_buckets();
+}
+
+// Note [Finding the rank an overflow came from]: the bucket holds this rank's gradients alone
+// until its all-reduce is launched, right after this.
+void Reducer::check_nonfinite(const Bucket& bucket) {
+  if (autograd::nonfinite_kind(bucket.buffer) == nullptr) return;
+  for (size_t slot = 0; slot < bucket.params.size(); ++slot)
+    if (autograd::nonfinite_kind(bucket.views[slot]) != nullptr)
+      nonfinite_before_average_.push_back(bucket.params[slot]);
+}
+
+bool Reducer::was_nonfinite_before_average(const Tensor& param) const {
+  return std::any_of(nonfinite_before_average_.begin(), nonfinite_before_average_.end(),
+                     [&](size_t p) { return params_[p].is_same(param); });
 }
 
 void Reducer::launch_ready_buckets() {

@@ -69,10 +69,23 @@ public:
   // all-reduces with all of them (DDP's replica check counts its steps by it).
   int64_t synchronised_backwards() const { return synchronised_backwards_; }
 
+  // Note [Finding the rank an overflow came from]
+  // Averaging carries one rank's inf or NaN into every rank's gradient, which then cannot tell
+  // where it began. With this switched on, each bucket is checked on its way out, before its
+  // all-reduce: the parameters whose local gradient held inf/NaN are remembered until the next
+  // backward. One pass over each bucket, and one per parameter of a bucket that holds any;
+  // the loss scaler's diagnostics ask (dist::Accelerator with amp_diagnostics). Parameters that
+  // got no gradient in a backward under find_unused_parameters are not checked.
+  void set_check_nonfinite_before_average(bool on) { check_nonfinite_before_average_ = on; }
+  // Of the last synchronised backward, with the check on: whether `param`'s gradient held inf or
+  // NaN on this rank before the average. Several ranks may say yes: each is a rank of origin.
+  bool was_nonfinite_before_average(const Tensor& param) const;
+
 private:
   void mark_ready(size_t param);
   void point_grad_at_bucket(size_t param);
   void slot_filled(size_t bucket);
+  void check_nonfinite(const Bucket& bucket);
   void launch_ready_buckets();
   void finalize();  // queued at the end of backward
   void finish_with_every_parameter_used(const std::vector<size_t>& unused);
@@ -92,6 +105,8 @@ private:
   bool finalize_queued_ = false;
   bool averaged_ = false;  // the buckets hold the average of the last synchronised backward
   int64_t synchronised_backwards_ = 0;
+  bool check_nonfinite_before_average_ = false;
+  std::vector<size_t> nonfinite_before_average_;  // parameters, this backward, with the check on
   std::shared_ptr<ReducerObserver> observer_ = std::make_shared<ReducerObserver>();
 };
 

@@ -221,13 +221,21 @@ void scaler_steps(dist::Accelerator& accelerator, optim::Optimizer& optimizer,
   std::cout << "rank " << rank << ": skipped 1, scale " << scaler.get_scale() << "\n";
 }
 
-// The overflow comes from rank 1's own batch (an inf input at step 0), so DDP's average carries
-// it to every rank and the scaler needs no all-reduce of its own.
-void scaler_agreement() {
-  const int rank = dist::get_rank(), world = dist::get_world_size();
-  dist::AcceleratorOptions options;  // named, not a temporary: GCC 12 -O3 warns (wrongly) on the temporary
+// Mixed precision f16, with the scaler's diagnostics or without. Set field by field: designated
+// initialisers of AcceleratorOptions make GCC 12 warn (wrongly) about DDPOptions' strings.
+dist::AcceleratorOptions f16_options(bool diagnostics) {
+  dist::AcceleratorOptions options;
   options.mixed_precision = "f16";
-  dist::Accelerator accelerator(options);
+  options.amp_diagnostics = diagnostics;
+  return options;
+}
+
+// The overflow comes from rank 1's own batch (an inf input at step 0), so DDP's average carries
+// it to every rank and the scaler needs no all-reduce of its own. With `diagnostics` the
+// accelerator also prints which gradients held inf/NaN and where they began.
+void scaler_agreement(bool diagnostics) {
+  const int rank = dist::get_rank(), world = dist::get_world_size();
+  dist::Accelerator accelerator(f16_options(diagnostics));
   const auto ddp_model = accelerator.prepare(ddp::make_mlp(1));
   optim::SGD optimizer(ddp_model->parameters(), {.lr = 0.05});
   const auto [begin, end] = ddp::shard(rank, world, ddp::kGlobalBatch);
@@ -244,11 +252,9 @@ void scaler_agreement() {
 
 // A parameter outside DDP (a learned output scale) has a local gradient, which overflows on
 // rank 1 only: the scaler's all-reduce of the found-inf flag makes every rank skip that step.
-void scaler_local_gradient() {
+void scaler_local_gradient(bool diagnostics) {
   const int rank = dist::get_rank(), world = dist::get_world_size();
-  dist::AcceleratorOptions options;  // named, not a temporary: GCC 12 -O3 warns (wrongly) on the temporary
-  options.mixed_precision = "f16";
-  dist::Accelerator accelerator(options);
+  dist::Accelerator accelerator(f16_options(diagnostics));
   const auto ddp_model = accelerator.prepare(ddp::make_mlp(1));
   Tensor output_scale = ones({1}).requires_grad_();
   TensorList params = ddp_model->parameters();
@@ -319,8 +325,10 @@ int main(int argc, char** argv) {
     else if (scenario == "syncbn") sync_batch_norm(out);
     else if (scenario == "buffers") buffers(out);
     else if (scenario == "rank_dies") rank_dies();
-    else if (scenario == "scaler") scaler_agreement();
-    else if (scenario == "scaler_local") scaler_local_gradient();
+    else if (scenario == "scaler") scaler_agreement(false);
+    else if (scenario == "scaler_local") scaler_local_gradient(false);
+    else if (scenario == "scaler_diagnostics") scaler_agreement(true);
+    else if (scenario == "scaler_local_diagnostics") scaler_local_gradient(true);
     else if (scenario == "accelerator") accelerator_ranks(out);
     else SG_FAIL("unknown scenario '", scenario, "'");
     dist::destroy_process_group();

@@ -3,6 +3,7 @@
 #include <filesystem>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "ddp_scenarios.h"
 #include "dist_harness.h"
@@ -228,6 +229,39 @@ TEST_CASE("the Accelerator's f16 scaler under DDP: an overflow on one rank only 
     INFO(result.summary());
     REQUIRE(result.all_succeeded());
     for (int rank = 0; rank < 2; ++rank) CHECK(result.output(rank).find("skipped 1, scale 32768") != std::string::npos);
+  }
+}
+
+TEST_CASE("with amp_diagnostics on 2 ranks a skipped step names the overflowing gradients and the rank they began on") {
+  struct Expected {
+    const char* scenario;
+    std::vector<std::string> rank0, rank1;  // what each rank's output holds
+  };
+  const std::vector<Expected> expectations = {
+      // Rank 1's batch holds an inf: its gradients are inf/NaN before DDP's all-reduce, rank 0's
+      // after it. The first layer's weight gradient multiplies the inf input: inf or NaN, whatever
+      // the rest does.
+      {"scaler_diagnostics",
+       {"amp: rank 0 skipped iteration 0 (scale 65536)\n"
+        "  inf/NaN arrived from another rank through DDP's all-reduce: ",
+        "0.weight ("},
+       {"amp: rank 1 skipped iteration 0 (scale 65536)\n  inf/NaN began on this rank, before DDP's all-reduce: ",
+        "0.weight ("}},
+      // A parameter outside DDP, hence unnamed, overflows in rank 1's local gradient only.
+      {"scaler_local_diagnostics",
+       {"amp: rank 0 skipped iteration 0 (scale 65536): this rank's gradients were all finite; another rank's were "
+        "not"},
+       {"amp: rank 1 skipped iteration 0 (scale 65536)\n  inf/NaN in this rank's own gradients (not averaged by "
+        "DDP): parameter 6 of SGD [1] (inf)\n"}}};
+  for (const Expected& expected : expectations) {
+    CAPTURE(expected.scenario);
+    test::TempDir out;
+    const auto result = test::run_ranks(SG_DIST_WORKER_DDP, 2, {expected.scenario, out.path()});
+    INFO(result.summary());
+    REQUIRE(result.all_succeeded());
+    for (const std::string& part : expected.rank0) CHECK(test::contains(result.output(0), part));
+    for (const std::string& part : expected.rank1) CHECK(test::contains(result.output(1), part));
+    CHECK_FALSE(test::contains(result.output(0), "began on this rank"));
   }
 }
 

@@ -84,6 +84,33 @@ TEST_CASE("train_cnn stops after --max-nonfinite-steps inf or NaN losses in a ro
   CHECK(test::read_text(snapshot) == good);
 }
 
+TEST_CASE("train_cnn --amp-debug names the parameters of the skipped f16 steps and ends with the summary") {
+  test::TempDir dir;
+  const Run refused = train_cnn({"--amp", "bf16", "--amp-debug", "--data-dir", dir.path()});
+  INFO(refused.output);
+  CHECK(refused.exit_code == 1);
+  CHECK(
+      test::contains(refused.output, "--amp-debug reports on the f16 loss scaler: it needs --amp f16, got --amp bf16"));
+  if (!have_fashion_mnist()) return;
+  // The initial scale 65536 is too large for the CNN's gradients: some of the first steps are skipped.
+  const Run run = train_cnn({"--amp", "f16", "--amp-debug", "--epochs", "1", "--train-subset", "640", "--test-subset",
+                             "100", "--tensorboard", dir.path() + "/tb"});
+  INFO(run.output);
+  CHECK(run.exit_code == 0);
+  CHECK(test::contains(run.output, "amp: rank 0 skipped iteration "));
+  CHECK(test::contains(run.output, "inf/NaN in this rank's own gradients (not averaged by DDP): 11.weight ("));
+  CHECK(test::contains(run.output, "amp diagnostics: 10 iterations, "));
+  // Those skips are the scale backing off from its start, within the settling iterations: no layer is picked.
+  CHECK(test::contains(run.output,
+                       "(inf/NaN gradients in >= 2 skipped steps from iteration 100 on, or a mean f16 "
+                       "underflow fraction >= 10.0%): none"));
+  // Each parameter's underflow fraction is a TensorBoard curve (the tag is plain text in the event file);
+  // the CNN is a Sequential, whose last layer, a Linear, is child 11.
+  REQUIRE(fs::is_directory(dir.path() + "/tb"));
+  for (const fs::directory_entry& events : fs::directory_iterator(dir.path() + "/tb"))
+    CHECK(test::contains(test::read_text(events.path().string()), "amp/underflow/11.weight"));
+}
+
 TEST_CASE("train_cnn refuses a snapshot whose epoch is missing, negative or not a whole number, naming file and key") {
   if (!have_fashion_mnist()) return;
   // A snapshot of what train_cnn's defaults build (the CNN, Adam at lr 0.005, no scheduler).

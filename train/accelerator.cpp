@@ -168,11 +168,14 @@ Accelerator::Accelerator() : Accelerator(default_options()) {}
 Accelerator::Accelerator(const AcceleratorOptions& options)
     : options_(options),
       scaler_({.enabled = options_.mixed_precision == "f16",
-               .agree_across_ranks = [this](Tensor& found_inf, const TensorList& gradients) {
-                 agree_on_found_inf(found_inf, gradients);
-               }}) {
+               .agree_across_ranks = [this](Tensor& found_inf,
+                                            const TensorList& gradients) { agree_on_found_inf(found_inf, gradients); },
+               .diagnostics = options_.amp_diagnostics}) {
   SG_CHECK(options_.mixed_precision == "no" || options_.mixed_precision == "f16" || options_.mixed_precision == "bf16",
            "Accelerator: mixed_precision must be \"no\", \"f16\" or \"bf16\", got \"", options_.mixed_precision, "\"");
+  SG_CHECK(!options_.amp_diagnostics || options_.mixed_precision == "f16",
+           "Accelerator: amp_diagnostics reports on the f16 loss scaler, but mixed_precision is \"",
+           options_.mixed_precision, "\"; use \"f16\" (bf16 has f32's range: it neither overflows nor needs a scaler)");
   SG_CHECK(options_.gradient_accumulation_steps >= 1,
            "Accelerator: gradient_accumulation_steps must be at least 1, got ", options_.gradient_accumulation_steps);
   device_ = accelerator_device(options_.device);
@@ -206,8 +209,11 @@ std::shared_ptr<nn::Module> Accelerator::prepare(std::shared_ptr<nn::Module> mod
   // On the device before DDP wraps it, as PyTorch's order is: DDP broadcasts rank 0's parameters
   // and sizes its gradient buckets on the device the parameters are on.
   model->to(device_);
+  scaler_.add_parameter_names(*model);  // the names without DDP's "module." prefix
   if (num_processes() == 1) return model;
-  auto ddp = std::make_shared<DistributedDataParallel>(std::move(model), options_.ddp);
+  DDPOptions ddp_options = options_.ddp;
+  ddp_options.find_nonfinite_origin = ddp_options.find_nonfinite_origin || options_.amp_diagnostics;
+  auto ddp = std::make_shared<DistributedDataParallel>(std::move(model), ddp_options);
   ddp_models_.push_back(ddp);
   return ddp;
 }
@@ -298,7 +304,47 @@ bool Accelerator::step(optim::Optimizer& optimizer) {
   if (!sync_gradients_) return false;
   const bool stepped = scaler_.step(optimizer);
   scaler_.update();
+  if (!stepped && scaler_.diagnostics() != nullptr) report_skipped_step();
   return stepped;
+}
+
+namespace {
+
+constexpr const char* kBeganBeforeAverage = "began on this rank, before DDP's all-reduce";
+constexpr const char* kArrivedThroughAverage = "arrived from another rank through DDP's all-reduce";
+constexpr const char* kLocalGradient = "in this rank's own gradients (not averaged by DDP)";
+
+}  // namespace
+
+// Where this rank's inf/NaN gradient of `param` began (Note [Finding the rank an overflow came
+// from] in dist/reducer.h); asked right after the step, before the gradients change again.
+const char* Accelerator::nonfinite_origin(const Tensor& param) const {
+  for (const auto& weak : ddp_models_) {
+    const auto ddp = weak.lock();
+    if (ddp == nullptr || !ddp->reducer().holds_average(param.grad())) continue;
+    return ddp->reducer().was_nonfinite_before_average(param) ? kBeganBeforeAverage : kArrivedThroughAverage;
+  }
+  return kLocalGradient;
+}
+
+// A skipped step's report, grouped by where the inf/NaN began. A rank prints it when some began
+// there; the main rank always does, so one line says the step was skipped even when the rank of
+// origin is another.
+void Accelerator::report_skipped_step() const {
+  const amp::SkippedStep& skipped = scaler_.diagnostics()->skipped_steps().back();
+  std::map<const char*, std::vector<amp::NonfiniteGradient>> by_origin;
+  for (const amp::NonfiniteGradient& gradient : skipped.gradients)
+    by_origin[nonfinite_origin(gradient.handle)].push_back(gradient);
+  const bool began_here = by_origin.size() > by_origin.count(kArrivedThroughAverage);  // some other origin
+  if (!began_here && !is_main_process()) return;
+  std::ostringstream text;
+  text << "amp: rank " << process_index() << " skipped " << skipped.heading();
+  if (skipped.gradients.empty()) text << ": this rank's gradients were all finite; another rank's were not";
+  for (const char* origin : {kBeganBeforeAverage, kLocalGradient, kArrivedThroughAverage}) {
+    const auto group = by_origin.find(origin);
+    if (group != by_origin.end()) text << "\n  inf/NaN " << origin << ": " << amp::list_gradients(group->second);
+  }
+  print_line(text.str());
 }
 
 void Accelerator::step(optim::LRScheduler& scheduler) {
@@ -461,7 +507,10 @@ void Accelerator::log(const std::map<std::string, double>& values, int64_t step)
   for (const auto& [tag, value] : values) tracker_->add_scalar(tag, value, step);
 }
 
-void Accelerator::end_training() { tracker_->close(); }
+void Accelerator::end_training() {
+  if (scaler_.diagnostics() != nullptr) print(scaler_.diagnostics()->summary());
+  tracker_->close();
+}
 
 nn::Module& Accelerator::unwrap_model(nn::Module& model) const {
   if (auto* ddp = dynamic_cast<DistributedDataParallel*>(&model)) return ddp->module();

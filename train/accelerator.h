@@ -58,6 +58,12 @@ struct AcceleratorOptions {
   // "no", "f16" (autocast to f16 and a GradScaler) or "bf16" (autocast only: bf16 has f32's
   // range, so gradients do not underflow and need no scaling). docs/amp.md.
   std::string mixed_precision = "no";
+  // Under f16 only: the loss scaler's diagnostics (amp/scaler_diagnostics.h, docs/amp.md). A skipped
+  // step prints which parameters' gradients held inf/NaN and whether they began on this rank
+  // (DDPOptions::find_nonfinite_origin is switched on for the models prepare() wraps);
+  // scaler().diagnostics() holds the underflow fractions and the scale history; end_training()
+  // prints which parameters would be safer in f32 or bf16.
+  bool amp_diagnostics = false;
   // Where the model, the batches and the gradient all-reduce live. "auto": the GPU of this
   // process's LOCAL_RANK when CUDA is available, else the CPU (when the program joined a process
   // group itself: that group's device); "cpu"; "cuda": the GPU of LOCAL_RANK, an error naming the
@@ -260,6 +266,8 @@ private:
   double loss_weight() const;
   std::vector<Tensor> all_gather_rows(const Tensor& rows);
   void agree_on_found_inf(Tensor& found_inf, const TensorList& gradients) const;
+  const char* nonfinite_origin(const Tensor& param) const;
+  void report_skipped_step() const;
   void goes_first(bool first, const std::function<void()>& work);
 
   AcceleratorOptions options_;
