@@ -1,12 +1,13 @@
 #include "dist/replica_check.h"
 
 #include <algorithm>
-#include <bit>
 #include <cinttypes>
 #include <cstdio>
 #include <cstring>
 #include <optional>
 #include <sstream>
+
+#include <xxhash.h>
 
 #include "autograd/grad_mode.h"
 #include "core/error.h"
@@ -17,28 +18,6 @@
 namespace sg::dist {
 
 namespace {
-
-// XXH64's constants and its two mixing steps (github.com/Cyan4973/xxHash, doc/xxhash_spec.md).
-constexpr uint64_t kPrime1 = 0x9E3779B185EBCA87ULL;
-constexpr uint64_t kPrime2 = 0xC2B2AE3D27D4EB4FULL;
-constexpr uint64_t kPrime3 = 0x165667B19E3779F9ULL;
-constexpr uint64_t kPrime4 = 0x85EBCA77C2B2AE63ULL;
-constexpr uint64_t kPrime5 = 0x27D4EB2F165667C5ULL;
-
-uint64_t mix_word(uint64_t lane, uint64_t word) { return std::rotl(lane + word * kPrime2, 31) * kPrime1; }
-uint64_t merge_lane(uint64_t hash, uint64_t lane) { return (hash ^ mix_word(0, lane)) * kPrime1 + kPrime4; }
-
-// Little-endian loads that need no alignment.
-uint64_t load64(const unsigned char* p) {
-  uint64_t word;
-  std::memcpy(&word, p, sizeof word);
-  return word;
-}
-uint32_t load32(const unsigned char* p) {
-  uint32_t word;
-  std::memcpy(&word, p, sizeof word);
-  return word;
-}
 
 std::string hex(uint64_t hash) {
   char text[19];
@@ -113,35 +92,7 @@ std::string who_holds_what(const std::vector<std::optional<std::string>>& hash_p
 
 }  // namespace
 
-uint64_t hash_bytes(const void* data, size_t size) {
-  const auto* p = static_cast<const unsigned char*>(data);
-  const unsigned char* const end = p + size;
-  uint64_t hash;
-  if (size >= 32) {
-    // Four lanes, each a chain of multiplies that does not wait for the others.
-    uint64_t lanes[4] = {kPrime1 + kPrime2, kPrime2, 0, 0 - kPrime1};
-    for (; p + 32 <= end; p += 32)
-      for (int lane = 0; lane < 4; ++lane) lanes[lane] = mix_word(lanes[lane], load64(p + 8 * lane));
-    hash = std::rotl(lanes[0], 1) + std::rotl(lanes[1], 7) + std::rotl(lanes[2], 12) + std::rotl(lanes[3], 18);
-    for (uint64_t lane : lanes) hash = merge_lane(hash, lane);
-  } else {
-    hash = kPrime5;
-  }
-  hash += size;
-  for (; p + 8 <= end; p += 8) hash = std::rotl(hash ^ mix_word(0, load64(p)), 27) * kPrime1 + kPrime4;
-  if (p + 4 <= end) {
-    hash = std::rotl(hash ^ (load32(p) * kPrime1), 23) * kPrime2 + kPrime3;
-    p += 4;
-  }
-  for (; p < end; ++p) hash = std::rotl(hash ^ (*p * kPrime5), 11) * kPrime1;
-  // The final avalanche: every input bit reaches every output bit.
-  hash ^= hash >> 33;
-  hash *= kPrime2;
-  hash ^= hash >> 29;
-  hash *= kPrime3;
-  hash ^= hash >> 32;
-  return hash;
-}
+uint64_t hash_bytes(const void* data, size_t size) { return XXH64(data, size, 0); }
 
 uint64_t hash_bits(const Tensor& tensor) {
   NoGradGuard no_grad;  // a parameter's copy to the host or contiguous() is no part of any graph

@@ -35,8 +35,8 @@ namespace sg::dist {
 // synchronised backwards, which every rank makes together: Note [When the replicas are
 // checked] in dist/ddp.cpp).
 
-// XXH64 (xxHash's 64-bit hash, seed 0) of `size` bytes: four independent lanes over 32-byte
-// stripes of 8-byte words, one pass, deterministic on every machine of one byte order.
+// XXH64 of `size` bytes with seed 0, from the xxHash library (Debian's libxxhash): one pass at
+// memory speed, the same value on every machine of one byte order.
 uint64_t hash_bytes(const void* data, size_t size);
 
 // hash_bytes of the tensor's elements in row-major order, exactly as stored: -0.0 and 0.0

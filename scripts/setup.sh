@@ -12,6 +12,7 @@ packages=(
   libdnnl-dev             # oneDNN: the fast f32 CPU convolutions (OpenMP build, follows sg::set_num_threads too)
   libprotobuf-dev protobuf-compiler  # TensorBoard event files: log/tensorboard/event.proto, compiled by protoc
   libcrcutil-dev          # CRC-32C of the event files' records (log/crc32c.cpp)
+  libxxhash-dev           # XXH64: the hash DDP's replica check compares across ranks (dist/replica_check.cpp)
   python3-venv            # scripts/tensorboard-venv.sh: TensorBoard's reader checks the event files in the tests
   dataset-fashion-mnist   # the IDX files under /usr/share/datasets/fashion-mnist
   libyaml-cpp-dev         # train_gpt reads the minGPT recipe's YAML config
