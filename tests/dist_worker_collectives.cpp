@@ -56,8 +56,10 @@ int main(int argc, char** argv) {
       group.all_reduce(t)->wait();
     } else if (scenario == "went_on") {
       // Rank 2 is late; rank 1 has its broadcast data from rank 0 and waits in the next collective.
+      // Rank 2 stays alive well past rank 0's 1 s timeout and report, however late a loaded
+      // machine starts rank 0: the report must find it still connected.
       if (group.rank() == 2) {
-        std::this_thread::sleep_for(std::chrono::milliseconds(2500));
+        std::this_thread::sleep_for(std::chrono::milliseconds(8000));
         return 0;
       }
       Tensor t = ones({10});
