@@ -40,6 +40,8 @@ private:
 
 Tensor checkpoint(const std::function<Tensor(const TensorList&)>& fn, const TensorList& inputs,
                   const CheckpointOptions& options) {
+  for (size_t i = 0; i < inputs.size(); ++i)
+    SG_CHECK(inputs[i].defined(), "checkpoint: input ", i, " is an undefined tensor");
   Generator& generator = options.generator != nullptr ? *options.generator : default_generator();
   const GeneratorState forward_rng = state_of(generator);
   const AutocastState forward_autocast = autocast_state();
@@ -58,7 +60,6 @@ Tensor checkpoint(const std::function<Tensor(const TensorList&)>& fn, const Tens
   std::vector<bool> input_requires_grad;
   std::vector<std::shared_ptr<Node>> next_nodes;
   for (const Tensor& input : inputs) {
-    SG_CHECK(input.defined(), "checkpoint: input ", saved_inputs.size(), " is an undefined tensor");
     saved_inputs.emplace_back(input);
     input_requires_grad.push_back(input.requires_grad());
     next_nodes.push_back(gradient_edge(input));

@@ -34,7 +34,7 @@ namespace sg::autograd {
 
 struct CheckpointOptions {
   // The generator whose state the recomputation replays (the default generator when null): the
-  // one fn's dropouts draw from.
+  // one fn's dropouts draw from. It must outlive the backward.
   Generator* generator = nullptr;
 };
 

@@ -146,7 +146,7 @@ TEST_CASE("parameters used inside checkpoint get gradients even when no input re
   CHECK_FALSE(x.grad().defined());
 }
 
-TEST_CASE("checkpoint refuses a second backward and an input modified in place before backward") {
+TEST_CASE("checkpoint refuses a second backward, an input modified in place before backward and an undefined input") {
   const Tensor w = rand_input({3, 3});
   const auto fn = [&w](const Tensor& input) { return matmul(input, w); };
 
@@ -158,6 +158,8 @@ TEST_CASE("checkpoint refuses a second backward and an input modified in place b
   const Tensor out = autograd::checkpoint(fn, x).sum();
   x.mul_(2.0);
   CHECK_THROWS_WITH_AS(out.backward(), doctest::Contains("modified by an in-place operation"), Error);
+  CHECK_THROWS_WITH_AS(autograd::checkpoint([](const TensorList& in) { return in[0]; }, {x, Tensor()}),
+                       doctest::Contains("input 1 is an undefined tensor"), Error);
 }
 
 TEST_CASE("a callback queued inside a checkpointed segment runs once, after the whole backward") {
