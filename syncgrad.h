@@ -3,6 +3,7 @@
 #include "amp/autocast.h"                    // defines: amp::AutocastGuard
 #include "amp/grad_scaler.h"                 // defines: amp::GradScaler
 #include "autograd/anomaly_mode.h"           // defines: autograd::DetectAnomalyGuard, autograd::set_detect_anomaly
+#include "autograd/checkpoint.h"             // defines: autograd::checkpoint, autograd::CheckpointOptions
 #include "autograd/custom_function.h"        // defines: autograd::Function, autograd::FunctionContext
 #include "autograd/grad_mode.h"              // defines: NoGradGuard, GradModeGuard, GradMode
 #include "autograd/gradcheck.h"              // defines: gradcheck
@@ -49,6 +50,7 @@
 #include "nn/activation.h"           // defines: nn::ReLU, nn::GELU, nn::Tanh, nn::Sigmoid
 #include "nn/basic.h"                // defines: nn::Flatten, nn::Identity
 #include "nn/batchnorm.h"            // defines: nn::BatchNorm1d, nn::BatchNorm2d
+#include "nn/checkpointing.h"        // defines: nn::checkpoint_sequential
 #include "nn/container.h"            // defines: nn::Sequential, nn::ModuleList
 #include "nn/conv.h"                 // defines: nn::Conv2d
 #include "nn/dropout.h"              // defines: nn::Dropout

@@ -67,7 +67,10 @@ void queue_callback(std::function<void()> callback) {
   queued_callbacks->push_back(std::move(callback));
 }
 
-void run_backward(const Tensor& root, const Tensor& gradient, bool retain_graph) {
+namespace {
+
+// The pass itself; what it queues goes to the CallbackScope that is current.
+void backward_pass(const Tensor& root, const Tensor& gradient, bool retain_graph) {
   SG_CHECK(root.defined(), "backward: tensor is undefined");
   std::shared_ptr<Node> root_node = gradient_edge(root);
   SG_CHECK(root_node != nullptr, "backward: the tensor of shape ", shape_str(root.sizes()),
@@ -87,7 +90,6 @@ void run_backward(const Tensor& root, const Tensor& gradient, bool retain_graph)
   // One event for the whole pass; inside it, one per node run ("MmBackward") and its kernels.
   const profiler::RecordScope backward_scope("backward", profiler::Category::backward);
   NoGradGuard no_grad;  // backward formulas record no graph (no create_graph support)
-  CallbackScope callback_scope;
   // Backward formulas never autocast: each gradient is computed in the dtype its forward ran in,
   // and ToDtype nodes carry it back to each leaf's own dtype.
   AutocastStateScope no_autocast({.enabled = false, .dtype = autocast_state().dtype});
@@ -123,11 +125,23 @@ void run_backward(const Tensor& root, const Tensor& gradient, bool retain_graph)
       if (--dependencies[next] == 0) ready.push(next);
     }
   }
+}
+
+}  // namespace
+
+void run_backward(const Tensor& root, const Tensor& gradient, bool retain_graph) {
+  CallbackScope callback_scope;
+  backward_pass(root, gradient, retain_graph);
   // Indexed and moved out, not iterated: a callback may queue another one (growing the vector).
   for (size_t i = 0; i < callback_scope.callbacks.size(); ++i) {
     std::function<void()> callback = std::move(callback_scope.callbacks[i]);
     callback();
   }
+}
+
+void run_nested_backward(const Tensor& root, const Tensor& gradient) {
+  SG_CHECK(queued_callbacks != nullptr, "run_nested_backward: no backward pass is running on this thread");
+  backward_pass(root, gradient, /*retain_graph=*/false);
 }
 
 }  // namespace sg::autograd

@@ -1,5 +1,6 @@
 #pragma once
-// defines: run_backward — the backward engine; queue_callback — work to do when it finishes.
+// defines: run_backward — the backward engine; run_nested_backward — one inside a node's backward; queue_callback —
+// work to do when it finishes.
 #include <functional>
 
 #include "core/tensor.h"
@@ -9,6 +10,11 @@ namespace sg::autograd {
 // Propagates `gradient` (ones for a scalar root when undefined) from `root` to every leaf that
 // requires grad, accumulating into their .grad. Frees the graph unless `retain_graph`.
 void run_backward(const Tensor& root, const Tensor& gradient, bool retain_graph);
+
+// run_backward from inside a node's backward (autograd::checkpoint backpropagates its recomputed
+// segment this way). The callbacks queued meanwhile join those of the running backward, so they
+// still run once, after the whole pass: DDP's "wait for every bucket" must not run after one segment.
+void run_nested_backward(const Tensor& root, const Tensor& gradient);
 
 // Runs `callback` once the backward pass running on this thread has processed its last node
 // (PyTorch's Engine::queue_callback). DDP queues its "wait for every bucket and write the

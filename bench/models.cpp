@@ -7,6 +7,7 @@
 //   bench_models --model gpt-mini --batch 64 --device cuda --amp bf16   # on a GPU, bf16 autocast
 //   bench_models --model cnn --detect-anomaly      # the cost of anomaly mode (docs/debugging.md)
 //   bench_models --model gpt-mini --profile        # where the step's time goes, by op kind (docs/profiling.md)
+//   bench_models --model gpt-mini --checkpoint-activations   # peak_rss_mb against recomputation (docs/memory.md)
 // Ends with one JSON line per run: {"bench":"train_step","model":"cnn","amp":"no","batch":64,"threads":1,
 // "ms_per_step":...,"peak_rss_mb":...,"loss_first":...,"loss_last":...} (GPT models add "block" and
 // "tokens_per_s", the CNNs and ResNets "images_per_s", the ResNets "image_size"); the losses are those of
@@ -68,7 +69,8 @@ struct Options {
   std::string device = "auto";
   std::string amp = "no";  // the Accelerator's mixed_precision: no, f16 or bf16
   bool detect_anomaly = false;
-  bool profile = false;  // profile the timed steps and print the share of each op kind
+  bool profile = false;                 // profile the timed steps and print the share of each op kind
+  bool checkpoint_activations = false;  // GPT models: recompute each block's activations in backward
 };
 
 // One training step's loss, and whether the optimizer stepped (the f16 loss scaler skips a step whose
@@ -154,6 +156,7 @@ sg::models::GPTConfig gpt_config(const Options& options) {
 Workload gpt_workload(const Options& options, sg::dist::Accelerator& accelerator) {
   Workload work;
   auto gpt = std::make_shared<sg::models::GPT>(gpt_config(options));
+  gpt->activation_checkpointing = options.checkpoint_activations;
   work.optimizer = sg::models::create_optimizer(*gpt, {});
   work.model_flops_per_step =
       sg::models::gpt_training_flops_per_token(gpt->config) * static_cast<double>(options.batch * options.block);
@@ -433,6 +436,8 @@ int main(int argc, char** argv) {
   app.add_flag("--detect-anomaly", options.detect_anomaly, "Train in anomaly mode (every op and gradient checked)");
   app.add_flag("--profile", options.profile,
                "Profile the timed steps: print each op kind's share of the step and the key_averages table");
+  app.add_flag("--checkpoint-activations", options.checkpoint_activations,
+               "GPT models: checkpoint each block (its activations are recomputed in backward; docs/memory.md)");
   CLI11_PARSE(app, argc, argv);
   try {
     return run(options);

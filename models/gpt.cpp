@@ -9,6 +9,7 @@
 #include <regex>
 #include <set>
 
+#include "autograd/checkpoint.h"
 #include "autograd/grad_mode.h"
 #include "autograd/ops_attention.h"
 #include "autograd/ops_index.h"
@@ -258,7 +259,9 @@ Tensor EmbeddingStem::forward(const Tensor& idx, int64_t first_position) {
 
 // ---- the model ----
 
-GPT::GPT(const GPTConfig& config_in, Generator* generator) : config(resolve_gpt_config(config_in)) {
+GPT::GPT(const GPTConfig& config_in, Generator* generator)
+    : config(resolve_gpt_config(config_in)),
+      generator_(generator) {
   emb_stem = register_module("emb_stem", std::make_shared<EmbeddingStem>(config, generator));
   blocks = register_module("blocks", std::make_shared<nn::Sequential>());
   for (int64_t i = 0; i < config.n_layer; ++i)
@@ -284,7 +287,16 @@ GPT::GPT(const GPTConfig& config_in, Generator* generator) : config(resolve_gpt_
   for (const auto& block : block_list) nn::init::normal_(block->attn->c_proj->weight, 0.0, residual_std, generator);
 }
 
-Tensor GPT::forward(const Tensor& idx) { return (*head)((*ln_f)((*blocks)((*emb_stem)(idx)))); }
+Tensor GPT::forward(const Tensor& idx) {
+  Tensor x = (*emb_stem)(idx);
+  if (activation_checkpointing) {
+    for (const auto& block : block_list)
+      x = autograd::checkpoint([block](const Tensor& input) { return (*block)(input); }, x, {.generator = generator_});
+  } else {
+    x = (*blocks)(x);
+  }
+  return (*head)((*ln_f)(x));
+}
 
 std::pair<Tensor, Tensor> GPT::forward(const Tensor& idx, const Tensor& targets) {
   Tensor logits = forward(idx);

@@ -181,6 +181,10 @@ public:
   // The recipe's count: parameters of the blocks only.
   int64_t num_block_parameters() const { return count(blocks->parameters()); }
 
+  // Run each Block through autograd::checkpoint (Note [Activation checkpointing]): the blocks'
+  // activations are recomputed during backward instead of kept, replaying the dropout masks.
+  bool activation_checkpointing = false;
+
   ResolvedGPTConfig config;
   std::shared_ptr<EmbeddingStem> emb_stem;
   std::shared_ptr<nn::Sequential> blocks;
@@ -189,6 +193,7 @@ public:
   std::shared_ptr<nn::Linear> head;
 
 private:
+  Generator* generator_;  // the dropouts' (null: the default generator), replayed by checkpointing
   static int64_t count(const TensorList& params);
   // The logits of the last position after running idx [B, T_new] through the cache.
   Tensor last_logits_cached(const Tensor& idx, KVCache& cache);
