@@ -53,6 +53,7 @@ std::vector<Key> keys_of(RunConfig& c) {
           key("trainer_config", "use_amp", c.trainer.use_amp),
           key("trainer_config", "amp_dtype", c.trainer.amp_dtype),
           key("trainer_config", "amp_debug", c.trainer.amp_debug),
+          key("trainer_config", "activation_checkpointing", c.trainer.activation_checkpointing),
           key("trainer_config", "seed", c.trainer.seed),
           key("trainer_config", "log_path", c.trainer.log_path),
           key("trainer_config", "tensorboard_dir", c.trainer.tensorboard_dir),

@@ -31,6 +31,7 @@ struct TrainerConfig {
   // choice, train_gpt.cpp's mixed_precision_for), the seed of the init, split, shuffling and
   // dropout, a CSV loss log, and the sample printed after training.
   std::string amp_dtype;
+  bool activation_checkpointing = false;  // recompute each Block's activations in backward (docs/memory.md)
   bool amp_debug = false;  // f16: the loss scaler's diagnostics (dist::AcceleratorOptions::amp_diagnostics)
   int64_t seed = 0;
   std::string log_path;

@@ -170,6 +170,7 @@ int train(const RunConfig& config, const AppOptions& app) {
   gpt_config.vocab_size = dataset->vocabulary().size();
   gpt_config.block_size = dataset->block_size();
   auto gpt = std::make_shared<sg::models::GPT>(gpt_config);
+  gpt->activation_checkpointing = trainer.activation_checkpointing;
   accelerator.print("number of parameters: ", format_fixed(static_cast<double>(gpt->num_block_parameters()) / 1e6, 2),
                     "M");
   auto optimizer = sg::models::create_optimizer(*gpt, config.optimizer);
@@ -213,11 +214,13 @@ int train(const RunConfig& config, const AppOptions& app) {
     accelerator.print("Snapshot not found. Training model from scratch");
   }
   const sg::dist::ModelFlopsUtilization mfu(accelerator, sg::models::gpt_training_flops_per_token(gpt->config));
-  accelerator.print(accelerator.num_processes(), " process(es) x ", app.threads, " thread(s) on ", accelerator.device(),
-                    ", ", trainer.batch_size, " sequences of ", gpt_config.block_size, " tokens per process and step, ",
-                    parts[0]->size(), " training / ", parts[1]->size(), " test sequences",
-                    options.mixed_precision != "no" ? ", autocast " + options.mixed_precision : "",
-                    no_snapshot_note(trainer, epochs_run), mfu.peak_note());
+  accelerator.print(
+      accelerator.num_processes(), " process(es) x ", app.threads, " thread(s) on ", accelerator.device(), ", ",
+      trainer.batch_size, " sequences of ", gpt_config.block_size, " tokens per process and step, ", parts[0]->size(),
+      " training / ", parts[1]->size(), " test sequences",
+      options.mixed_precision != "no" ? ", autocast " + options.mixed_precision : "",
+      gpt->activation_checkpointing ? ", activation checkpointing (each Block recomputed in backward)" : "",
+      no_snapshot_note(trainer, epochs_run), mfu.peak_note());
 
   const sg::amp::GradScaler& scaler = accelerator.scaler();
   sg::data::MetricsLog log(accelerator.is_main_process() ? trainer.log_path : "",

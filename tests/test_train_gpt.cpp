@@ -243,6 +243,18 @@ TEST_CASE(
   CHECK(weight_difference(dir.path() + "/f32.safetensors", dir.path() + "/bf16.safetensors") > 0);
 }
 
+TEST_CASE("train_gpt with activation_checkpointing trains to the same weights, dropout draws included") {
+  test::TempDir dir;
+  REQUIRE(train_gpt(small_run(dir.path(), "plain", 16, 1)).exit_code == 0);
+  std::vector<std::string> checkpointed = small_run(dir.path(), "checkpointed", 16, 1);
+  checkpointed.push_back("trainer_config.activation_checkpointing=true");
+  const Run run = train_gpt(checkpointed);
+  INFO(run.output);
+  REQUIRE(run.exit_code == 0);
+  CHECK(test::contains(run.output, ", activation checkpointing (each Block recomputed in backward)"));
+  CHECK(weight_difference(dir.path() + "/plain.safetensors", dir.path() + "/checkpointed.safetensors") == 0);
+}
+
 TEST_CASE("train_gpt on 2 processes equals 1 process on the combined batch") {
   test::TempDir dir;
   // Dropout off: the two runs would draw different masks. 160 training examples: 10 steps of 16
