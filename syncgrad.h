@@ -44,6 +44,7 @@
 #include "log/profiler_report.h"     // defines: profiler::key_averages, profiler::write_chrome_trace
 #include "log/step_profiler.h"       // defines: profiler::StepProfiler (the apps' --profile DIR)
 #include "log/summary_writer.h"      // defines: SummaryWriter (TensorBoard event files), SummaryWriterOptions
+#include "log/timeline_svg.h"        // defines: profiler::timeline_svg, profiler::write_timeline_svg
 #include "models/cnn.h"              // defines: models::CNN, models::BasicNet, make_fashion_mnist_model
 #include "models/gpt.h"              // defines: models::GPT, GPTConfig, create_optimizer, gpt_loss
 #include "models/resnet.h"           // defines: models::ResNet, resnet18, resnet34, resnet50, make_resnet

@@ -8,6 +8,7 @@
 #include "core/atomic_file.h"
 #include "core/error.h"
 #include "log/profiler_report.h"
+#include "log/timeline_svg.h"
 
 namespace sg::profiler {
 
@@ -39,6 +40,9 @@ StepProfiler::~StepProfiler() {
 std::string StepProfiler::trace_path() const {
   return dir_ + (per_rank_ ? "/trace_rank" + std::to_string(rank_) + ".json" : "/trace.json");
 }
+std::string StepProfiler::timeline_path() const {
+  return dir_ + (per_rank_ ? "/timeline_rank" + std::to_string(rank_) + ".svg" : "/timeline.svg");
+}
 std::string StepProfiler::table_path() const {
   return dir_ + (per_rank_ ? "/key_averages_rank" + std::to_string(rank_) + ".txt" : "/key_averages.txt");
 }
@@ -58,10 +62,13 @@ void StepProfiler::finish() {
   const int pid = per_rank_ ? rank_ : static_cast<int>(::getpid());
   write_chrome_trace(result, trace_path(), pid,
                      per_rank_ ? "rank " + std::to_string(rank_) : "process " + std::to_string(pid));
+  write_timeline_svg(result, timeline_path(),
+                     (per_rank_ ? "rank " + std::to_string(rank_) + ", " : std::string()) + "steps " +
+                         std::to_string(skip_steps_ + 1) + "-" + std::to_string(steps_done_));
   const std::string table = key_averages(result).table();
   write_file_atomically(table_path(), [&](const ByteWriter& write) { write(table.data(), table.size()); });
-  std::fprintf(stderr, "profiler: wrote %s and %s (%d steps)\n", trace_path().c_str(), table_path().c_str(),
-               steps_done_ - skip_steps_);
+  std::fprintf(stderr, "profiler: wrote %s, %s and %s (%d steps)\n", trace_path().c_str(), timeline_path().c_str(),
+               table_path().c_str(), steps_done_ - skip_steps_);
   profile_.reset();
 }
 

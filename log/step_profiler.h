@@ -10,8 +10,9 @@ namespace sg::profiler {
 
 // torch.profiler's schedule(wait, warmup, active), kept simple: the first `skip_steps` steps run
 // unprofiled (the first one pays for warm-up: allocator caches, BLAS start-up, lazy state), the
-// next `active_steps` are recorded, then DIR/trace.json and DIR/key_averages.txt are written —
-// trace_rank<r>.json and key_averages_rank<r>.txt when the run has several processes (DDP), whose
+// next `active_steps` are recorded, then DIR/trace.json, DIR/timeline.svg and DIR/key_averages.txt
+// are written — trace_rank<r>.json, timeline_rank<r>.svg and key_averages_rank<r>.txt when the run
+// has several processes (DDP), whose
 // traces then use the rank as their process id (else the operating system's process id), so the
 // ranks' files can be opened side by side.
 class StepProfiler {
@@ -27,6 +28,7 @@ public:
   // Call at the end of every training step.
   void step();
   std::string trace_path() const;
+  std::string timeline_path() const;
   std::string table_path() const;
 
 private:

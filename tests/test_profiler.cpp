@@ -282,3 +282,36 @@ TEST_CASE(
   CHECK_THROWS_WITH_AS(profiler::StepProfiler(dir.path() + "/a_file/sub", 0, 1),
                        doctest::Contains("--profile: cannot create the directory"), Error);
 }
+
+TEST_CASE("the timeline picture draws each visible span as a bar in its thread's lane, with a legend") {
+  profiler::ProfileResult result;
+  result.start_ns = 0;
+  result.end_ns = 1'000'000;  // 1 ms over 1030 pixels of plot
+  result.threads = {{0, "main"}, {1, "loader <worker & 1>"}};
+  Event gemm = span(0, 1, 100'000, 400'000), node = span(0, 0, 50'000, 500'000), wait = span(1, 0, 600'000, 900'000);
+  gemm.category = Category::gemm;
+  gemm.name = "gemm";
+  node.category = Category::backward;
+  node.name = "MmBackward";
+  wait.category = Category::dataloader;
+  wait.name = "DataLoader.next";
+  Event tiny = span(0, 0, 950'000, 950'010);  // 0.01 pixels: left out
+  tiny.category = Category::pointwise;
+  Event allocation = span(0, 2, 200'000, 200'000);
+  allocation.category = Category::allocation;
+  result.events = {gemm, node, wait, tiny, allocation};
+  const std::string svg = profiler::timeline_svg(result, "a planted run");
+  auto count = [&](const std::string& part) {
+    size_t n = 0;
+    for (size_t at = svg.find(part); at != std::string::npos; at = svg.find(part, at + 1)) ++n;
+    return n;
+  };
+  CHECK(count("<title>") == 3);  // gemm, MmBackward, DataLoader.next: not the tiny one, not the allocation
+  CHECK(test::contains(svg, "<title>gemm 0.3 ms</title>"));
+  CHECK(test::contains(svg, "x=\"253.0\""));  // gemm starts at 150 + 0.1 x 1030 pixels
+  CHECK(test::contains(svg, "loader &lt;worker &amp; 1&gt;"));
+  CHECK(!test::contains(svg, "<worker"));
+  for (const char* kind : {">gemm</text>", ">backward</text>", ">dataloader</text>"}) CHECK(test::contains(svg, kind));
+  CHECK(!test::contains(svg, ">pointwise</text>"));
+  CHECK(test::contains(svg, ">1.0 ms</text>"));  // the axis ends at the Profile's length
+}

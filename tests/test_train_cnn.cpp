@@ -181,6 +181,7 @@ TEST_CASE("train_cnn --profile writes the trace and the key_averages table of st
   CHECK(trace.spans.count("DataLoader.next") == 5);
   const nlohmann::json& conv = trace.spans.find("conv2d")->second;
   CHECK(conv.at("args").at("input shapes").at(0).at(0) == 64);  // the batch
+  CHECK(test::contains(test::read_text(dir.path() + "/profile/timeline.svg"), ">gemm</text>"));
   const std::string table = test::read_text(dir.path() + "/profile/key_averages.txt");
   CHECK(test::contains(table, "conv2d"));
   CHECK(test::contains(table, "Profiled wall time"));
@@ -206,5 +207,7 @@ TEST_CASE("train_cnn --profile on 2 processes writes one trace per rank, its all
     CHECK(all_reduce.at("args").at("bytes").get<int64_t>() > 0);
     CHECK(trace.threads.at(all_reduce.at("tid").get<int>()) == "communication (rank " + std::to_string(rank) + ")");
     CHECK(fs::exists(dir.path() + "/key_averages_rank" + std::to_string(rank) + ".txt"));
+    CHECK(test::contains(test::read_text(dir.path() + "/timeline_rank" + std::to_string(rank) + ".svg"),
+                         ">collective</text>"));  // the all-reduces are in the picture's legend
   }
 }
