@@ -1,7 +1,7 @@
 #include "log/timeline_svg.h"
 
 #include <algorithm>
-#include <cstdio>
+#include <iomanip>
 #include <map>
 #include <set>
 #include <sstream>
@@ -55,10 +55,11 @@ std::string escape_xml(const std::string& text) {
   return escaped;
 }
 
+// Coordinates and milliseconds to a tenth: finer would only make the file longer.
 std::string number(double value) {
-  char text[32];
-  std::snprintf(text, sizeof text, "%.1f", value);
-  return text;
+  std::ostringstream text;
+  text << std::fixed << std::setprecision(1) << value;
+  return text.str();
 }
 
 }  // namespace
