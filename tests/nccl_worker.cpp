@@ -56,11 +56,13 @@ void overdue() {
   dist::ProcessGroup& group = dist::default_group();
   // 30 products of 8192 x 8192 f32 matrices: 33 TFLOP, at least ~0.1 s on any GPU (even with
   // TF32), far past the watchdog's first look 50 ms after the collective is issued.
+  // Every upload comes first: a host-to-device copy waits for the GPU work queued before it
+  // (Note [One compute stream]), which would leave the collective nothing to wait behind.
   const Tensor x = randn({8192, 8192}).to(gpu());
+  Tensor t = ones({10}).to(gpu());
   Tensor y;
   for (int i = 0; i < 30; ++i) y = x.matmul(x);
   group.set_timeout(std::chrono::milliseconds(1));
-  Tensor t = ones({10}).to(gpu());
   group.all_reduce(t)->wait();
   cuda::synchronize();
   group.barrier()->wait();
