@@ -111,13 +111,13 @@ void gemm_cublas(const Tensor& out, const Tensor& a_in, const Tensor& b_in, doub
   const Tensor a = operand_layout(a_in) ? a_in : compact_copy(a_in);
   const Tensor b = operand_layout(b_in) ? b_in : compact_copy(b_in);
   const Operand la = *operand_layout(a), lb = *operand_layout(b), lc = *operand_layout(out);
-  const cudaDataType type = cuda_type(out.dtype());
+  const cudaDataType operand_type = cuda_type(a.dtype()), out_type = cuda_type(out.dtype());
   const bool is_f64 = out.dtype() == DType::f64;
-  // f16/bf16 and f32 accumulate in f32 (TF32 products only when allowed), f64 in f64; alpha and
-  // beta have the compute type.
-  const cublasComputeType_t compute = is_f64                                      ? CUBLAS_COMPUTE_64F
-                                      : out.dtype() == DType::f32 && allow_tf32() ? CUBLAS_COMPUTE_32F_FAST_TF32
-                                                                                  : CUBLAS_COMPUTE_32F;
+  // f16/bf16 and f32 accumulate in f32 (TF32 products of f32 operands only when allowed), f64 in
+  // f64; alpha and beta have the compute type.
+  const cublasComputeType_t compute = is_f64                                    ? CUBLAS_COMPUTE_64F
+                                      : a.dtype() == DType::f32 && allow_tf32() ? CUBLAS_COMPUTE_32F_FAST_TF32
+                                                                                : CUBLAS_COMPUTE_32F;
   const double alpha_f64 = alpha, beta_f64 = beta;
   const float alpha_f32 = static_cast<float>(alpha), beta_f32 = static_cast<float>(beta);
   const void* alpha_ptr = is_f64 ? static_cast<const void*>(&alpha_f64) : &alpha_f32;
@@ -147,18 +147,19 @@ void gemm_cublas(const Tensor& out, const Tensor& a_in, const Tensor& b_in, doub
       for (int i = 0; i < 3; ++i) offsets[i] += index * batch.strides[d][i];
     }
     // Note [cuBLAS is column-major]: out^T = b^T @ a^T.
-    SG_CUBLAS_CHECK(cublas().gemm_strided_batched_ex(handle, lb.op, la.op, n, m, k, alpha_ptr, element(b, offsets[2]),
-                                                     type, ldb, inner_strides[2], element(a, offsets[1]), type, lda,
-                                                     inner_strides[1], beta_ptr, element(out, offsets[0]), type, ldc,
-                                                     inner_strides[0], count, compute, CUBLAS_GEMM_DEFAULT));
+    SG_CUBLAS_CHECK(cublas().gemm_strided_batched_ex(
+        handle, lb.op, la.op, n, m, k, alpha_ptr, element(b, offsets[2]), operand_type, ldb, inner_strides[2],
+        element(a, offsets[1]), operand_type, lda, inner_strides[1], beta_ptr, element(out, offsets[0]), out_type, ldc,
+        inner_strides[0], count, compute, CUBLAS_GEMM_DEFAULT));
   }
 }
 
 void check_gemm_arguments(const Tensor& out, const Tensor& a, const Tensor& b) {
   SG_CHECK(a.dim() >= 2 && a.dim() == b.dim() && a.dim() == out.dim(), "gemm: expected operands of one rank >= 2: out ",
            shape_str(out.sizes()), " = a ", shape_str(a.sizes()), " @ b ", shape_str(b.sizes()));
-  SG_CHECK(a.dtype() == out.dtype() && b.dtype() == out.dtype(), "gemm: mixed dtypes ", out.dtype(), " = ", a.dtype(),
-           " @ ", b.dtype());
+  const bool f32_out_of_16_bit = out.dtype() == DType::f32 && (a.dtype() == DType::f16 || a.dtype() == DType::bf16);
+  SG_CHECK(a.dtype() == b.dtype() && (a.dtype() == out.dtype() || f32_out_of_16_bit), "gemm: mixed dtypes ",
+           out.dtype(), " = ", a.dtype(), " @ ", b.dtype());
   SG_CHECK(a.device() == out.device() && b.device() == out.device(), "gemm: operands on different devices: out on ",
            out.device(), ", a on ", a.device(), ", b on ", b.device());
 }

@@ -12,8 +12,10 @@
 //   and, with causal, for j > i (top-left aligned, as PyTorch's tril(ones(L, S)));
 //   p = softmax(scores); out_i = sum_j dropout(p)_j v_j;  log_sum_exp_i = log(sum_j exp(scores_j)).
 // A row whose scores are all -inf (every key masked) gives out_i = 0 and log_sum_exp_i = -inf, and
-// no gradient, as PyTorch's scaled_dot_product_attention. No [L, S] matrix is ever allocated: the
-// backward recomputes the probabilities from q, k and log_sum_exp. Math runs in opmath_t.
+// no gradient, as PyTorch's scaled_dot_product_attention. Nothing [L, S] is kept between forward
+// and backward: the backward recomputes the probabilities from q, k and log_sum_exp. The CPU kernel
+// never holds a row of scores; the CUDA kernel holds the scores of a bounded group of batch entries
+// to hand its products to cuBLAS (Note [CUDA attention through batched GEMMs]). Math runs in opmath_t.
 #include <cstdint>
 
 #include "core/tensor.h"
