@@ -33,7 +33,9 @@ public:
                 .release =
                     [index](void* block) {
                       DeviceGuard guard(index);
-                      SG_CUDA_CHECK(cudaFree(block));
+                      const cudaError_t status = cudaFree(block);
+                      // Note [Freeing after the CUDA runtime has gone] (core/cuda_runtime/stream.h)
+                      if (status != cudaErrorCudartUnloading) SG_CUDA_CHECK(status);
                     }},
                Device::cuda(index).str()) {}
 

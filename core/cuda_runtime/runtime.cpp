@@ -93,7 +93,9 @@ void empty_cache() {
 }
 
 DeviceGuard::DeviceGuard(int index) {
-  SG_CUDA_CHECK(cudaGetDevice(&previous_));
+  const cudaError_t status = cudaGetDevice(&previous_);
+  if (status == cudaErrorCudartUnloading) return;  // Note [Freeing after the CUDA runtime has gone]
+  SG_CUDA_CHECK(status);
   if (previous_ != index) {
     SG_CUDA_CHECK(cudaSetDevice(index));
     changed_ = true;

@@ -17,6 +17,14 @@ inline cudaStream_t compute_stream() { return nullptr; }  // the legacy default 
 
 // Makes `index` the current device for its lifetime (kernels and allocations go there), then
 // restores the previous one.
+//
+// Note [Freeing after the CUDA runtime has gone]
+// Objects that outlive main — a process group left to the static destructors after an exception,
+// tensors held by statics — are destroyed after the CUDA runtime has begun to unload, and every
+// runtime call then fails with cudaErrorCudartUnloading. There is nothing left to switch or free
+// (the driver reclaims the process's memory), and a throw from a destructor would end the process
+// with std::terminate, so the guard does nothing then and the allocator ignores that error of
+// cudaFree.
 class DeviceGuard {
 public:
   explicit DeviceGuard(int index);
