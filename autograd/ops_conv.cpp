@@ -141,9 +141,9 @@ std::pair<Tensor, Tensor> max_pool2d_with_indices(const Tensor& input, Size2 ker
   kernels::max_pool2d(out, indices, input, window);
   // d out[o] / d input = 1 at the window's maximum, input position indices[o], and 0 elsewhere
   out = record("MaxPool2DWithIndicesBackward", out, {input},
-               [si = SavedTensor(indices), input_shape = input.sizes()](const Tensor& g, const NeedsGrad&) {
+               [si = SavedTensor(indices), input_shape = input.sizes(), window](const Tensor& g, const NeedsGrad&) {
                  Tensor grad_input = empty_like_shape(input_shape, g);
-                 kernels::max_pool2d_backward(grad_input, g, si.get());
+                 kernels::max_pool2d_backward(grad_input, g, si.get(), window);
                  return TensorList{grad_input};
                });
   return {out, indices};

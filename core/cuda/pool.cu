@@ -1,9 +1,8 @@
 // CUDA pooling: one thread per output element for the forward kernels, each visiting its window's
 // taps in the CPU kernel's order (core/cpu/pool.cpp), with the window geometry of
-// core/pool_math.h. The backward kernels never add floats atomically: average pooling gives each
-// input element one thread that sums the outputs covering it in increasing (p, q), the CPU's
-// order; max pooling gives each plane one thread that walks its outputs in order, as the CPU
-// does. Every result is the CPU's, bit for bit.
+// core/pool_math.h. The backward kernels never add floats atomically: each input element has one
+// thread that sums the outputs reaching it in increasing (p, q), the CPU's order (for max pooling,
+// those whose maximum it is). Every result is the CPU's, bit for bit.
 #include <cuda_runtime.h>
 
 #include "core/cuda/launch.cuh"
@@ -30,6 +29,10 @@ PoolPlane plane_of(const Tensor& input, const Tensor& out) {
 struct MaxWindow {
   int64_t kernel_h, kernel_w, stride_h, stride_w, pad_h, pad_w, dilation_h, dilation_w;
 };
+MaxWindow max_window(const Pool2dWindow& window) {
+  return {window.kernel_size.h, window.kernel_size.w, window.stride.h,   window.stride.w,
+          window.padding.h,     window.padding.w,     window.dilation.h, window.dilation.w};
+}
 
 // Output (n, p, q): the first maximum of its window in row-major tap order, a NaN tap always taking
 // over (so the last NaN wins); the index starts at the window's first tap inside the input, which
@@ -59,16 +62,36 @@ __global__ void max_pool2d_kernel(T* out, int64_t* indices, const T* input, Pool
   }
 }
 
-// Plane n: grad_input starts at 0 and receives grad_out[o] at indices[o] for o = 0, 1, ...,
-// rounded to T after each addition, as the CPU kernel.
+// The outputs [begin, end) of one axis whose window (kernel taps `dilation` apart) can reach input
+// position x: o * stride - padding <= x <= o * stride - padding + (kernel - 1) * dilation.
+__device__ inline math::TapRange outputs_reaching(int64_t x, int64_t outputs, int64_t kernel, int64_t stride,
+                                                  int64_t padding, int64_t dilation) {
+  const int64_t lowest = x + padding - (kernel - 1) * dilation;
+  const int64_t begin = lowest <= 0 ? 0 : (lowest + stride - 1) / stride;
+  return math::TapRange{begin, min(outputs, (x + padding) / stride + 1)};
+}
+
+// grad_input[n, h, w] = the sum of grad_out[n, p, q] over the outputs whose maximum is (h, w), in
+// increasing (p, q) and rounded to T after each addition: what the CPU kernel's walk over the
+// outputs adds into that element, in the same order.
 template <typename T>
-__global__ void max_pool2d_backward_kernel(T* grad_input, const T* grad_out, const int64_t* indices, PoolPlane plane) {
+__global__ void max_pool2d_backward_kernel(T* grad_input, const T* grad_out, const int64_t* indices, PoolPlane plane,
+                                           MaxWindow k) {
   using M = opmath_t<T>;
-  for (int64_t n = grid_first(); n < plane.count; n += grid_step()) {
-    T* grad_in = grad_input + n * plane.H * plane.W;
-    const int64_t outputs = plane.P * plane.Q;
-    for (int64_t o = n * outputs; o < (n + 1) * outputs; ++o)
-      grad_in[indices[o]] = static_cast<T>(static_cast<M>(grad_in[indices[o]]) + static_cast<M>(grad_out[o]));
+  const int64_t total = plane.count * plane.H * plane.W;
+  for (int64_t e = grid_first(); e < total; e += grid_step()) {
+    const int64_t w = e % plane.W, h = (e / plane.W) % plane.H, n = e / (plane.H * plane.W);
+    const math::TapRange rows = outputs_reaching(h, plane.P, k.kernel_h, k.stride_h, k.pad_h, k.dilation_h);
+    const math::TapRange columns = outputs_reaching(w, plane.Q, k.kernel_w, k.stride_w, k.pad_w, k.dilation_w);
+    const T* grad = grad_out + n * plane.P * plane.Q;
+    const int64_t* index = indices + n * plane.P * plane.Q;
+    const int64_t here = h * plane.W + w;
+    T sum = T(0);
+    for (int64_t p = rows.begin; p < rows.end; ++p)
+      for (int64_t q = columns.begin; q < columns.end; ++q)
+        if (index[p * plane.Q + q] == here)
+          sum = static_cast<T>(static_cast<M>(sum) + static_cast<M>(grad[p * plane.Q + q]));
+    grad_input[e] = sum;
   }
 }
 
@@ -114,21 +137,18 @@ __global__ void average_backward_kernel(T* grad_input, const T* grad_out, PoolPl
 template <typename T>
 void max_pool2d_typed(const Tensor& out, const Tensor& indices, const Tensor& input, const Pool2dWindow& window) {
   const PoolPlane plane = plane_of(input, out);
-  const MaxWindow k{window.kernel_size.h, window.kernel_size.w, window.stride.h,   window.stride.w,
-                    window.padding.h,     window.padding.w,     window.dilation.h, window.dilation.w};
+  const MaxWindow k = max_window(window);
   max_pool2d_kernel<T><<<grid_for(out.numel()), kBlockThreads, 0, compute_stream()>>>(
       static_cast<T*>(out.raw_data()), indices.data_ptr<int64_t>(), static_cast<const T*>(input.raw_data()), plane, k);
   SG_CUDA_CHECK_LAUNCH();
 }
 
 template <typename T>
-void max_pool2d_backward_typed(const Tensor& grad_input, const Tensor& grad_out, const Tensor& indices) {
-  const PoolPlane plane = plane_of(grad_input, grad_out);
-  SG_CUDA_CHECK(cudaMemsetAsync(grad_input.raw_data(), 0, grad_input.numel() * grad_input.element_size(),
-                                compute_stream()));  // all-zero bits: +0 in every floating dtype
-  max_pool2d_backward_kernel<T><<<grid_for(plane.count), kBlockThreads, 0, compute_stream()>>>(
+void max_pool2d_backward_typed(const Tensor& grad_input, const Tensor& grad_out, const Tensor& indices,
+                               const Pool2dWindow& window) {
+  max_pool2d_backward_kernel<T><<<grid_for(grad_input.numel()), kBlockThreads, 0, compute_stream()>>>(
       static_cast<T*>(grad_input.raw_data()), static_cast<const T*>(grad_out.raw_data()), indices.data_ptr<int64_t>(),
-      plane);
+      plane_of(grad_input, grad_out), max_window(window));
   SG_CUDA_CHECK_LAUNCH();
 }
 
@@ -174,12 +194,14 @@ void max_pool2d(const Tensor& out, const Tensor& indices, const Tensor& input, c
                        [&]<typename T>() { max_pool2d_typed<T>(out, indices, input_data, window); });
 }
 
-void max_pool2d_backward(const Tensor& grad_input, const Tensor& grad_out, const Tensor& indices) {
+void max_pool2d_backward(const Tensor& grad_input, const Tensor& grad_out, const Tensor& indices,
+                         const Pool2dWindow& window) {
   if (grad_input.numel() == 0) return;
   const DeviceGuard guard(grad_input.device().index);
   const Tensor grad_out_data = kernels::contiguous(grad_out), index_data = kernels::contiguous(indices);
-  SG_DISPATCH_FLOATING(grad_input.dtype(), "max_pool2d_backward",
-                       [&]<typename T>() { max_pool2d_backward_typed<T>(grad_input, grad_out_data, index_data); });
+  SG_DISPATCH_FLOATING(grad_input.dtype(), "max_pool2d_backward", [&]<typename T>() {
+    max_pool2d_backward_typed<T>(grad_input, grad_out_data, index_data, window);
+  });
 }
 
 void avg_pool2d(const Tensor& out, const Tensor& input, const Pool2dWindow& window, bool count_include_pad,

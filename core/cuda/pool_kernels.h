@@ -8,7 +8,8 @@
 
 namespace sg::cuda {
 void max_pool2d(const Tensor& out, const Tensor& indices, const Tensor& input, const Pool2dWindow& window);
-void max_pool2d_backward(const Tensor& grad_input, const Tensor& grad_out, const Tensor& indices);
+void max_pool2d_backward(const Tensor& grad_input, const Tensor& grad_out, const Tensor& indices,
+                         const Pool2dWindow& window);
 void avg_pool2d(const Tensor& out, const Tensor& input, const Pool2dWindow& window, bool count_include_pad,
                 std::optional<int64_t> divisor_override);
 void avg_pool2d_backward(const Tensor& grad_input, const Tensor& grad_out, const Pool2dWindow& window,

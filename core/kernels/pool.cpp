@@ -15,10 +15,11 @@ void max_pool2d(const Tensor& out, const Tensor& indices, const Tensor& input, c
   cpu::max_pool2d(out, indices, input, window);
 }
 
-void max_pool2d_backward(const Tensor& grad_input, const Tensor& grad_out, const Tensor& indices) {
+void max_pool2d_backward(const Tensor& grad_input, const Tensor& grad_out, const Tensor& indices,
+                         const Pool2dWindow& window) {
   const profiler::RecordScope scope("max_pool2d_backward", profiler::Category::pool, grad_out);
   if (runs_on_cuda(grad_input.device(), "max_pool2d_backward")) {
-    if constexpr (kCudaBuild) return cuda::max_pool2d_backward(grad_input, grad_out, indices);
+    if constexpr (kCudaBuild) return cuda::max_pool2d_backward(grad_input, grad_out, indices, window);
   }
   cpu::max_pool2d_backward(grad_input, grad_out, indices);
 }

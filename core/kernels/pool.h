@@ -30,8 +30,11 @@ namespace sg::kernels {
 // out = the max of each window; indices (i64) = where it is, as h * W + w within the plane. The
 // first maximum wins ties; NaN counts as the maximum (the last NaN of a window wins), as in PyTorch.
 void max_pool2d(const Tensor& out, const Tensor& indices, const Tensor& input, const Pool2dWindow& window);
-// grad_input[plane][indices[o]] += grad_out[o] for every output o.
-void max_pool2d_backward(const Tensor& grad_input, const Tensor& grad_out, const Tensor& indices);
+// grad_input[plane][indices[o]] += grad_out[o] for every output o, in increasing o; `window` is the
+// forward's (the GPU kernel gives each input element a thread that looks only at the outputs whose
+// window reaches it).
+void max_pool2d_backward(const Tensor& grad_input, const Tensor& grad_out, const Tensor& indices,
+                         const Pool2dWindow& window);
 
 // The mean of each window: its sum divided by divisor_override when given, else by the number of
 // taps inside the input plus padding (count_include_pad) or inside the input only. With ceil_mode,

@@ -186,8 +186,8 @@ TEST_CASE("max_pool2d and its backward on the GPU equal the CPU, ties, NaN, -inf
 
         const Tensor grad_out = random_values({2, 3, P, Q}, dtype);
         const Tensor cpu_grad = empty(input.sizes(), {dtype}), gpu_grad = empty(input.sizes(), {dtype, gpu()});
-        kernels::max_pool2d_backward(cpu_grad, grad_out, cpu_indices);
-        kernels::max_pool2d_backward(gpu_grad, grad_out.to(gpu()), gpu_indices);
+        kernels::max_pool2d_backward(cpu_grad, grad_out, cpu_indices, window);
+        kernels::max_pool2d_backward(gpu_grad, grad_out.to(gpu()), gpu_indices, window);
         check_exact(gpu_grad, cpu_grad);
       }
     }
