@@ -68,6 +68,7 @@ struct Options {
   int check_replicas_every = 0;
   std::string device = "auto";
   std::string amp = "no";  // the Accelerator's mixed_precision: no, f16 or bf16
+  bool tf32 = false;       // GPU: f32 matrix products and convolutions may round to TF32
   bool detect_anomaly = false;
   bool profile = false;                 // profile the timed steps and print the share of each op kind
   bool checkpoint_activations = false;  // GPT models: recompute each block's activations in backward
@@ -338,15 +339,16 @@ int train_steps(const Options& options, sg::dist::Accelerator& accelerator) {
   char json[1024];
   std::snprintf(json, sizeof json,
                 "{\"bench\":\"train_step\",\"impl\":\"syncgrad\",\"model\":\"%s\",\"device\":\"%s\",\"amp\":\"%s\","
+                "\"tf32\":%s,"
                 "\"batch\":%lld%s,\"threads\":%d,\"processes\":%d,\"ms_per_step\":%.3f,\"%s_per_s\":%.1f,"
                 "\"peak_rss_mb\":%.1f,\"loss_first\":%s,\"loss_last\":%s,\"skipped_steps\":%d,\"model_gflop\":%s,"
                 "\"gflops\":%s,\"fma_peak_gflops\":%s,\"gemm_gflops\":%s,\"mfu\":%s,\"mfu_gemm\":%s}",
                 options.model.c_str(), accelerator.device().str().c_str(), options.amp.c_str(),
-                static_cast<long long>(options.batch), work.extra_json.c_str(), options.threads, processes, ms,
-                work.items.c_str(), items_per_second, peak_rss_mb(), json_number(first_loss).c_str(),
-                json_number(last_loss).c_str(), skipped_steps, json_number(model_gflop).c_str(),
-                json_number(gflops).c_str(), fma_peak_json.c_str(), gemm_json.c_str(), mfu_json.c_str(),
-                mfu_gemm_json.c_str());
+                options.tf32 ? "true" : "false", static_cast<long long>(options.batch), work.extra_json.c_str(),
+                options.threads, processes, ms, work.items.c_str(), items_per_second, peak_rss_mb(),
+                json_number(first_loss).c_str(), json_number(last_loss).c_str(), skipped_steps,
+                json_number(model_gflop).c_str(), json_number(gflops).c_str(), fma_peak_json.c_str(), gemm_json.c_str(),
+                mfu_json.c_str(), mfu_gemm_json.c_str());
   accelerator.print(json);
   return 0;
 }
@@ -387,6 +389,7 @@ int run(const Options& options) {
   accelerator_options.device = options.device;
   accelerator_options.mixed_precision = options.amp;
   sg::dist::Accelerator accelerator(accelerator_options);
+  sg::cuda::set_allow_tf32(options.tf32);
   sg::set_num_threads(options.threads);
   sg::manual_seed(0);
   sg::autograd::set_detect_anomaly(options.detect_anomaly);
@@ -433,6 +436,7 @@ int main(int argc, char** argv) {
                  "Under sgrun: DDP compares the replicas every N steps (0: never)")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
+  app.add_flag("--tf32", options.tf32, "GPU: let f32 matrix products and convolutions use TF32");
   app.add_flag("--detect-anomaly", options.detect_anomaly, "Train in anomaly mode (every op and gradient checked)");
   app.add_flag("--profile", options.profile,
                "Profile the timed steps: print each op kind's share of the step and the key_averages table");

@@ -10,7 +10,8 @@
 # of time is reported and the next one runs):
 #   the CUDA test suite (every GPU op against the CPU); the CNN for one epoch in f32, f16 (autocast + loss scaler)
 #   and bf16; DDP over a one-process NCCL group under sgrun; ResNet34 (224², batch 32) and gpt-mini (batch 64,
-#   block 128) training steps in f32, bf16 and f16 beside PyTorch's same step; GEMM, convolution and fused
+#   block 128) training steps in f32 (strict and TF32, alike on both sides), bf16 and f16 beside PyTorch's same
+#   step; GEMM, convolution and fused
 #   attention beside torch.mm, conv2d and scaled_dot_product_attention.
 # Without a GPU (a dry run, as CI does) it stops after the loading checks, and also checks that the bundle runs
 # (the suite says it has no GPU and exits 77) and that the carry (bundle + working tree) fits in 60 MiB.
@@ -171,6 +172,8 @@ else
   models=(--steps 20 --warmup 3)
   step resnet34-f32 60 "$bin/bench_models" --device cuda --model resnet34 --image-size 224 --batch 32 "${models[@]}"
   step resnet34-f32-pytorch 60 python3 "$reference/resnet_torch.py" bench --device cuda --model resnet34 --image-size 224 --batch 32 --steps 20 --warmup 3
+  step resnet34-tf32 60 "$bin/bench_models" --device cuda --model resnet34 --image-size 224 --batch 32 --tf32 "${models[@]}"
+  step resnet34-tf32-pytorch 60 python3 "$reference/resnet_torch.py" bench --device cuda --model resnet34 --image-size 224 --batch 32 --tf32 --steps 20 --warmup 3
   step resnet34-bf16 60 "$bin/bench_models" --device cuda --model resnet34 --image-size 224 --batch 32 --amp bf16 "${models[@]}"
   step resnet34-bf16-pytorch 60 python3 "$reference/resnet_torch.py" bench --device cuda --model resnet34 --image-size 224 --batch 32 --amp bf16 --steps 20 --warmup 3
   step gpt-mini-f32 60 "$bin/bench_models" --device cuda --model gpt-mini --batch 64 --block 128 "${models[@]}"
