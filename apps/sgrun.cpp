@@ -12,12 +12,15 @@
 #include <tuple>
 
 #include "core/cuda_runtime/runtime.h"
+#include "launch/data_parallel_verification.h"
 #include "launch/launch_options.h"
 #include "launch/launcher.h"
 
 int main(int argc, char** argv) {
   sg::dist::LaunchOptions options;
   std::string nproc_per_node = "1", nnodes = "1", rendezvous_endpoint;
+  int verify_ranks = 0;
+  int64_t verify_steps = 5;
   CLI::App app{
       "Run a syncgrad program on N processes per node (like torchrun).\n"
       "Usage: sgrun [OPTIONS] PROGRAM [ARGS...]"};
@@ -52,6 +55,13 @@ int main(int argc, char** argv) {
                  "Time workers get to exit after SIGTERM or a forwarded signal before SIGKILL")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
+  app.add_option("--verify", verify_ranks,
+                 "Instead of training: run the program for --verify-steps steps on N ranks and on 1 rank with N "
+                 "times the batch, and report per tensor whether they agree (docs/debugging.md)")
+      ->check(CLI::Range(2, 1024));
+  app.add_option("--verify-steps", verify_steps, "Optimizer steps of each --verify run")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
   // Everything from the first argument that is not one of ours on is the worker's command line.
   app.prefix_command();
   app.footer(
@@ -82,14 +92,16 @@ int main(int argc, char** argv) {
   }
   // As torchrun: several workers that each start an OpenMP thread per core would oversubscribe the
   // cores. A program that sets its thread count itself (the apps' --threads) is not affected.
-  if (options.nproc_per_node > 1 && std::getenv("OMP_NUM_THREADS") == nullptr) {
+  const int workers = verify_ranks > 0 ? verify_ranks : options.nproc_per_node;
+  if (workers > 1 && std::getenv("OMP_NUM_THREADS") == nullptr) {
     options.extra_environment.emplace_back("OMP_NUM_THREADS", "1");
     std::fprintf(stderr,
                  "sgrun: setting OMP_NUM_THREADS=1 for each of the %d workers, as torchrun does, so that they do not "
                  "oversubscribe the cores; set it yourself to tune it\n",
-                 options.nproc_per_node);
+                 workers);
   }
   try {
+    if (verify_ranks > 0) return sg::dist::verify_data_parallel(options, verify_ranks, verify_steps);
     return sg::dist::launch(options);
   } catch (const std::exception& error) {
     std::fprintf(stderr, "%s\n", error.what());

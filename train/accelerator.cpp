@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <optional>
 
 #include <nlohmann/json.hpp>
@@ -194,6 +195,12 @@ Accelerator::Accelerator(const AcceleratorOptions& options)
   if (options_.mixed_precision != "no" && device_.is_cpu())
     print("mixed precision ", options_.mixed_precision, " on the CPU is emulated (f32 products rounded to ",
           options_.mixed_precision, "): the rounding of a GPU run, slower than f32");
+  check_ = data_parallel_check_from_environment();
+  if (check_.active())
+    print("sgrun --verify: stopping after ", check_.steps, " optimizer steps",
+          check_.batch_scale > 1 ? " with every loader's batch size multiplied by " + std::to_string(check_.batch_scale)
+                                 : std::string(),
+          "; the model's state goes to ", check_.output);
 }
 
 Accelerator::~Accelerator() {
@@ -210,11 +217,17 @@ std::shared_ptr<nn::Module> Accelerator::prepare(std::shared_ptr<nn::Module> mod
   // and sizes its gradient buckets on the device the parameters are on.
   model->to(device_);
   scaler_.add_parameter_names(*model);  // the names without DDP's "module." prefix
-  if (num_processes() == 1) return model;
+  if (check_.active()) checked_model_ = model;
+  if (num_processes() == 1) {
+    if (check_.active()) optim::save_checkpoint(check_.output + ".initial", *model);
+    return model;
+  }
   DDPOptions ddp_options = options_.ddp;
   ddp_options.find_nonfinite_origin = ddp_options.find_nonfinite_origin || options_.amp_diagnostics;
   auto ddp = std::make_shared<DistributedDataParallel>(std::move(model), ddp_options);
   ddp_models_.push_back(ddp);
+  // After DDP's construction, which gave every rank rank 0's parameters and buffers.
+  if (check_.active() && is_main_process()) optim::save_checkpoint(check_.output + ".initial", ddp->module());
   return ddp;
 }
 
@@ -234,6 +247,7 @@ data::DataLoader Accelerator::prepare(std::shared_ptr<const data::Dataset> datas
            "Accelerator::prepare(loader): the options already name a sampler; the accelerator supplies the "
            "DistributedSampler itself (set shuffle and seed instead)");
   SG_CHECK(dataset != nullptr, "Accelerator::prepare(loader): the dataset is null");
+  options.batch_size *= check_.batch_scale;
   if (options_.split_batches) {
     SG_CHECK(options.batch_size % num_processes() == 0, "Accelerator::prepare(loader): with split_batches the batch ",
              "size is that of all processes together, so it must be a multiple of the ", num_processes(),
@@ -305,7 +319,23 @@ bool Accelerator::step(optim::Optimizer& optimizer) {
   const bool stepped = scaler_.step(optimizer);
   scaler_.update();
   if (!stepped && scaler_.diagnostics() != nullptr) report_skipped_step();
+  if (check_.active() && ++checked_steps_ == check_.steps) finish_data_parallel_check();
   return stepped;
+}
+
+// The run under `sgrun --verify` ends here, on every rank at the same step: the main process
+// saves the state, everyone waits for it, and the process exits at once, without the rest of the
+// program (its epochs, evaluation and snapshots are not what is being checked).
+void Accelerator::finish_data_parallel_check() {
+  SG_CHECK(checked_model_ != nullptr,
+           "sgrun --verify: the program stepped an optimizer without preparing a model "
+           "with the Accelerator; the check saves the prepared model's state");
+  if (is_main_process()) optim::save_checkpoint(check_.output, *checked_model_);
+  if (num_processes() > 1) wait_for_everyone();
+  print("sgrun --verify: ", check_.steps, " steps done; state saved to ", check_.output);
+  std::fflush(stdout);
+  std::fflush(stderr);
+  std::_Exit(0);  // no destructors: loader workers and the process group are still running
 }
 
 namespace {

@@ -48,6 +48,7 @@
 #include "optim/checkpoint.h"
 #include "optim/lr_scheduler.h"
 #include "optim/optimizer.h"
+#include "train/data_parallel_check.h"
 #include "train/loader_tracker.h"
 
 namespace sg::dist {
@@ -269,6 +270,7 @@ private:
   const char* nonfinite_origin(const Tensor& param) const;
   void report_skipped_step() const;
   void goes_first(bool first, const std::function<void()>& work);
+  [[noreturn]] void finish_data_parallel_check();
 
   AcceleratorOptions options_;
   Device device_ = Device::cpu();
@@ -281,6 +283,9 @@ private:
   bool sync_gradients_ = true;
   int64_t micro_batches_ = 0;  // accumulate() calls outside a loop, modulo gradient_accumulation_steps
   std::unique_ptr<data::SummaryWriter> tracker_ = std::make_unique<data::SummaryWriter>();
+  DataParallelCheck check_;                    // under `sgrun --verify`: Note [DDP is large-batch SGD]
+  std::shared_ptr<nn::Module> checked_model_;  // the model prepare() was given, unwrapped
+  int64_t checked_steps_ = 0;
 };
 
 }  // namespace sg::dist
