@@ -17,6 +17,7 @@
 #include "core/atomic_file.h"
 #include "data/dataloader.h"
 #include "data/fashion_mnist.h"
+#include "dist/step_report.h"
 #include "log/metrics_log.h"
 #include "log/progress_bar.h"
 #include "log/step_profiler.h"
@@ -195,6 +196,7 @@ int run(const Config& config) {
   std::FILE* progress_out = accelerator.is_main_process() ? stderr : nullptr;
   sg::dist::NonfiniteLossGuard nonfinite_guard(config.max_nonfinite_steps, "--max-nonfinite-steps");
   sg::profiler::StepProfiler profiler(config.profile, accelerator.process_index(), accelerator.num_processes());
+  sg::dist::report_steps_across_ranks(profiler, config.profile);  // DIR/step_report.txt under sgrun
   for (int epoch = start_epoch; epoch < config.epochs; ++epoch) {
     train_loader.set_epoch(epoch);
     sg::data::ProgressBar bar(train_loader.size(),

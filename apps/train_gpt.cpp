@@ -31,6 +31,7 @@
 #include "core/atomic_file.h"
 #include "data/char_dataset.h"
 #include "data/dataloader.h"
+#include "dist/step_report.h"
 #include "log/metrics_log.h"
 #include "log/progress_bar.h"
 #include "log/step_profiler.h"
@@ -230,6 +231,7 @@ int train(const RunConfig& config, const AppOptions& app) {
   const int64_t tokens_per_step = trainer.batch_size * gpt_config.block_size * accelerator.num_processes();
   sg::dist::NonfiniteLossGuard nonfinite_guard(app.max_nonfinite_steps, "--max-nonfinite-steps");
   sg::profiler::StepProfiler profiler(app.profile, accelerator.process_index(), accelerator.num_processes());
+  sg::dist::report_steps_across_ranks(profiler, app.profile);                   // DIR/step_report.txt under sgrun
   for (int64_t epoch = epochs_run + 1; epoch <= trainer.max_epochs; ++epoch) {  // 1-based, as the recipe
     train_loader.set_epoch(epoch);
     sg::data::ProgressBar bar(train_loader.size(),

@@ -31,6 +31,7 @@
 #include "data/image_transforms.h"
 #include "data/transforms.h"
 #include "dist/dist.h"
+#include "dist/step_report.h"
 #include "log/progress_bar.h"
 #include "log/step_profiler.h"
 #include "models/cnn.h"
@@ -225,6 +226,7 @@ int run(const Config& config) {
   std::FILE* progress_out = is_main ? stderr : nullptr;
   sg::dist::NonfiniteLossGuard nonfinite_guard(config.max_nonfinite_steps, "--max-nonfinite-steps");
   sg::profiler::StepProfiler profiler(config.profile, accelerator.process_index(), accelerator.num_processes());
+  sg::dist::report_steps_across_ranks(profiler, config.profile);  // DIR/step_report.txt under sgrun
   for (int epoch = start_epoch; epoch < config.epochs; ++epoch) {
     train_loader.set_epoch(epoch);
     const double epoch_lr = optimizer.lr(0);

@@ -31,6 +31,7 @@
 #include "autograd/engine.h"
 #include "autograd/grad_mode.h"
 #include "core/factory.h"
+#include "core/profiler.h"
 
 namespace sg::dist {
 
@@ -186,6 +187,9 @@ void Reducer::finalize() {
   std::vector<size_t> unused;  // parameters that got no gradient in this backward
   for (size_t p = 0; p < params_.size(); ++p)
     if (!ready_[p]) unused.push_back(p);
+  // The exposed communication: backward is done and waits for what the all-reduces have not
+  // finished (dist/step_report.h sums it per step).
+  const profiler::RecordScope waiting(kWaitForAllReduces, profiler::Category::collective);
   if (find_unused_parameters_) finish_with_unused_parameters(unused);
   else finish_with_every_parameter_used(unused);
   averaged_ = true;

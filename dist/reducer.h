@@ -14,6 +14,10 @@
 
 namespace sg::dist {
 
+// The profiler's name for the training thread's wait, at the end of a synchronised backward, for
+// the all-reduces still running: the communication that backward did not hide.
+inline constexpr const char* kWaitForAllReduces = "DDP: waiting for the all-reduces";
+
 // A contiguous run of gradients all-reduced as one tensor: fewer, larger collectives cost
 // less than one per parameter, and the first buckets can be sent while backward still
 // computes the gradients of earlier layers.

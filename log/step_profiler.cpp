@@ -31,7 +31,7 @@ StepProfiler::StepProfiler(std::string dir, int rank, int world_size, int skip_s
 StepProfiler::~StepProfiler() {
   if (!profile_) return;
   try {
-    finish();
+    finish(false);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "StepProfiler: could not write the profile: %s\n", e.what());
   }
@@ -50,13 +50,21 @@ std::string StepProfiler::table_path() const {
 void StepProfiler::step() {
   if (dir_.empty()) return;
   ++steps_done_;
+  if (profile_) {
+    const auto now = std::chrono::steady_clock::now();
+    record_span(kStepSpan, Category::user, step_started_, now, 0);
+    step_started_ = now;
+  }
   if (steps_done_ == skip_steps_) start();
-  else if (profile_ && steps_done_ == skip_steps_ + active_steps_) finish();
+  else if (profile_ && steps_done_ == skip_steps_ + active_steps_) finish(true);
 }
 
-void StepProfiler::start() { profile_ = std::make_unique<Profile>(); }
+void StepProfiler::start() {
+  profile_ = std::make_unique<Profile>();
+  step_started_ = std::chrono::steady_clock::now();
+}
 
-void StepProfiler::finish() {
+void StepProfiler::finish(bool at_step) {
   profile_->stop();
   const ProfileResult& result = profile_->result();
   const int pid = per_rank_ ? rank_ : static_cast<int>(::getpid());
@@ -69,6 +77,7 @@ void StepProfiler::finish() {
   write_file_atomically(table_path(), [&](const ByteWriter& write) { write(table.data(), table.size()); });
   std::fprintf(stderr, "profiler: wrote %s, %s and %s (%d steps)\n", trace_path().c_str(), timeline_path().c_str(),
                table_path().c_str(), steps_done_ - skip_steps_);
+  if (at_step && on_finish_) on_finish_(step_breakdowns(result));
   profile_.reset();
 }
 

@@ -64,7 +64,7 @@ std::string number(double value) {
 
 }  // namespace
 
-std::string timeline_svg(const ProfileResult& result, const std::string& title) {
+std::string timeline_svg(const ProfileResult& result, const std::string& title, const LegendNames& legend) {
   const double span_ns = std::max<double>(1.0, static_cast<double>(result.end_ns - result.start_ns));
   const auto x_of = [&](int64_t ns) {
     const double fraction = static_cast<double>(ns - result.start_ns) / span_ns;
@@ -118,17 +118,20 @@ std::string timeline_svg(const ProfileResult& result, const std::string& title) 
   }
   double legend_x = kLabelWidth;
   for (Category category : drawn) {
+    const auto named = legend.find(category);
+    const std::string label = named != legend.end() ? named->second : category_name(category);
     svg << "<rect x=\"" << legend_x << "\" y=\"" << legend_y << "\" width=\"12\" height=\"12\" fill=\""
         << colour_of(category) << "\" stroke=\"#666\"/><text x=\"" << legend_x + 16 << "\" y=\"" << legend_y + 10
-        << "\">" << category_name(category) << "</text>\n";
-    legend_x += 90;
+        << "\">" << escape_xml(label) << "</text>\n";
+    legend_x += std::max(90.0, 30 + 6.5 * static_cast<double>(label.size()));
   }
   svg << "</svg>\n";
   return svg.str();
 }
 
-void write_timeline_svg(const ProfileResult& result, const std::string& path, const std::string& title) {
-  const std::string svg = timeline_svg(result, title);
+void write_timeline_svg(const ProfileResult& result, const std::string& path, const std::string& title,
+                        const LegendNames& legend) {
+  const std::string svg = timeline_svg(result, title, legend);
   write_file_atomically(path, [&](const ByteWriter& write) { write(svg.data(), svg.size()); });
 }
 

@@ -5,6 +5,7 @@
 //
 // The Chrome trace (log/profiler_report.h) is for exploring a run; this is for looking at one at
 // a glance, or in a document, without a trace viewer: a plain SVG that any browser shows.
+#include <map>
 #include <string>
 
 #include "core/profiler.h"
@@ -16,8 +17,11 @@ namespace sg::profiler {
 // present. Spans narrower than a fifth of a pixel are left out (they could not be seen, and a
 // long run has hundreds of thousands); allocations are instants and are not drawn. Each bar
 // carries a tooltip with its name and duration.
-std::string timeline_svg(const ProfileResult& result, const std::string& title);
+// `legend` renames kinds in the legend (a picture whose spans are not ops: dist/step_report.h).
+using LegendNames = std::map<Category, std::string>;
+std::string timeline_svg(const ProfileResult& result, const std::string& title, const LegendNames& legend = {});
 // Writes it to `path` atomically.
-void write_timeline_svg(const ProfileResult& result, const std::string& path, const std::string& title);
+void write_timeline_svg(const ProfileResult& result, const std::string& path, const std::string& title,
+                        const LegendNames& legend = {});
 
 }  // namespace sg::profiler
