@@ -89,9 +89,15 @@ public:
   std::shared_ptr<nn::Sequential> layer1, layer2, layer3, layer4;
   std::shared_ptr<nn::AdaptiveAvgPool2d> avgpool;
   std::shared_ptr<nn::Linear> fc;
+  // Keep only each stage's input (layer1 .. layer4) and recompute the stage in backward
+  // (autograd::checkpoint; docs/memory.md): less memory, one more forward of the stages. The
+  // BatchNorms' running statistics still move once per step (Note [BatchNorm under activation
+  // checkpointing] in nn/batchnorm.h), so a checkpointed step leaves the model as a plain one does.
+  bool activation_checkpointing = false;
 
 private:
   void initialize(const ResNetOptions& options);
+  Tensor run_stage(const std::shared_ptr<nn::Sequential>& stage, const Tensor& input) const;
 };
 
 std::shared_ptr<ResNet> resnet18(ResNetOptions options = {});  // BasicBlock, [2, 2, 2, 2]
