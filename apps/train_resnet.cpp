@@ -226,7 +226,7 @@ int run(const Config& config) {
       accelerator.num_processes(), " process(es) x ", config.threads, " thread(s) on ", accelerator.device(), ", ",
       config.batch_size, " images per process and ", sg::dist::batch_note(accelerator.gradient_accumulation_steps()),
       ", lr ", lr,
-      config.checkpoint_activations ? ", activation checkpointing (each stage recomputed in backward)" : "",
+      config.checkpoint_activations ? ", activation checkpointing (each block recomputed in backward)" : "",
       mfu.peak_note());
 
   std::FILE* progress_out = is_main ? stderr : nullptr;
@@ -316,8 +316,8 @@ int main(int argc, char** argv) {
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
   app.add_flag("--checkpoint-activations", config.checkpoint_activations,
-               "Keep only each stage's input (layer1..layer4) and recompute the stage in backward: less memory, "
-               "about a third more time; BatchNorm statistics move once per step as without (docs/memory.md)");
+               "Keep only each residual block's input and recompute the block in backward: less memory, about a "
+               "third more time; BatchNorm statistics move once per step as without (docs/memory.md)");
   app.add_option("--lr", config.lr, "Initial learning rate (SGD, momentum 0.9)")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();

@@ -126,8 +126,11 @@ Tensor ResNet::forward(const Tensor& input) {
 
 Tensor ResNet::run_stage(const std::shared_ptr<nn::Sequential>& stage, const Tensor& input) const {
   if (!activation_checkpointing) return (*stage)(input);
-  // The stage is copied into the graph by shared_ptr: the recomputation runs after forward returns.
-  return autograd::checkpoint([stage](const Tensor& x) { return (*stage)(x); }, input);
+  // Each block is copied into the graph by shared_ptr: the recomputation runs after forward returns.
+  Tensor x = input;
+  for (const std::shared_ptr<nn::Module>& block : *stage)
+    x = autograd::checkpoint([block](const Tensor& block_input) { return (*block)(block_input); }, x);
+  return x;
 }
 
 std::shared_ptr<ResNet> resnet18(ResNetOptions options) {

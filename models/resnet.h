@@ -89,10 +89,12 @@ public:
   std::shared_ptr<nn::Sequential> layer1, layer2, layer3, layer4;
   std::shared_ptr<nn::AdaptiveAvgPool2d> avgpool;
   std::shared_ptr<nn::Linear> fc;
-  // Keep only each stage's input (layer1 .. layer4) and recompute the stage in backward
-  // (autograd::checkpoint; docs/memory.md): less memory, one more forward of the stages. The
-  // BatchNorms' running statistics still move once per step (Note [BatchNorm under activation
-  // checkpointing] in nn/batchnorm.h), so a checkpointed step leaves the model as a plain one does.
+  // Run every residual block of layer1 .. layer4 through autograd::checkpoint (docs/memory.md):
+  // only each block's input is kept and its activations are recomputed in backward, one block at
+  // a time — less memory than keeping a whole stage's, for one more forward of the blocks. The
+  // stem (conv1 .. maxpool) and the head run plainly. The BatchNorms' running statistics still move
+  // once per step (Note [BatchNorm under activation checkpointing] in nn/batchnorm.h), so a
+  // checkpointed step leaves the model as a plain one does.
   bool activation_checkpointing = false;
 
 private:

@@ -265,7 +265,7 @@ TEST_CASE("ResNet with activation checkpointing gives the plain model's gradient
   // The recomputation repeats the forward's operations on the same values: equal to the bit.
   CHECK(max_abs_diff(plain_loss, loss) == 0.0);
   check_same_grads(take_parameter_grads(plain), take_parameter_grads(checkpointed));
-  // Every stage's BatchNorms ran twice; their running statistics and counts moved once.
+  // Every block's BatchNorms ran twice; their running statistics and counts moved once.
   const nn::NamedTensors plain_buffers = plain.named_buffers(), buffers = checkpointed.named_buffers();
   REQUIRE(plain_buffers.size() == buffers.size());
   for (size_t i = 0; i < buffers.size(); ++i) {

@@ -123,9 +123,9 @@ TEST_CASE("train_resnet --checkpoint-activations trains to the plain run's weigh
                                                                              dir.path() + "/checkpointed"});
   INFO(run.output);
   REQUIRE(run.exit_code == 0);
-  CHECK(test::contains(run.output, ", activation checkpointing (each stage recomputed in backward)"));
+  CHECK(test::contains(run.output, ", activation checkpointing (each block recomputed in backward)"));
   // Every tensor of the state_dict, running_mean, running_var and num_batches_tracked included: the
-  // recomputed stages normalise as the forward did and move the statistics once (Note [BatchNorm
+  // recomputed blocks normalise as the forward did and move the statistics once (Note [BatchNorm
   // under activation checkpointing]).
   const SafetensorsFile plain = load_safetensors(dir.path() + "/plain/model-0.safetensors");
   const SafetensorsFile checkpointed = load_safetensors(dir.path() + "/checkpointed/model-0.safetensors");
