@@ -54,6 +54,7 @@ std::vector<Key> keys_of(RunConfig& c) {
           key("trainer_config", "amp_dtype", c.trainer.amp_dtype),
           key("trainer_config", "amp_debug", c.trainer.amp_debug),
           key("trainer_config", "activation_checkpointing", c.trainer.activation_checkpointing),
+          key("trainer_config", "gradient_accumulation_steps", c.trainer.gradient_accumulation_steps),
           key("trainer_config", "seed", c.trainer.seed),
           key("trainer_config", "log_path", c.trainer.log_path),
           key("trainer_config", "tensorboard_dir", c.trainer.tensorboard_dir),
@@ -149,6 +150,7 @@ RunConfig config_from(YAML::Node root, const std::string& path, const std::vecto
   check_at_least<int64_t>(origins, "trainer_config.max_epochs", t.max_epochs, 1);
   check_at_least<int64_t>(origins, "trainer_config.batch_size", t.batch_size, 1);
   check_at_least<int64_t>(origins, "trainer_config.save_every", t.save_every, 1);
+  check_at_least<int>(origins, "trainer_config.gradient_accumulation_steps", t.gradient_accumulation_steps, 1);
   check_at_least<int64_t>(origins, "trainer_config.data_loader_workers", t.data_loader_workers, 0);
   check_at_least<int64_t>(origins, "trainer_config.sample_tokens", t.sample_tokens, 0);
   SG_CHECK(t.data_loader_workers <= data::kMaxLoaderWorkers, origins.of("trainer_config.data_loader_workers"),

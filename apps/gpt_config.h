@@ -32,6 +32,7 @@ struct TrainerConfig {
   // dropout, a CSV loss log, and the sample printed after training.
   std::string amp_dtype;
   bool activation_checkpointing = false;  // recompute each Block's activations in backward (docs/memory.md)
+  int gradient_accumulation_steps = 1;    // micro-batches of batch_size per optimizer step (docs/accelerator.md)
   bool amp_debug = false;  // f16: the loss scaler's diagnostics (dist::AcceleratorOptions::amp_diagnostics)
   int64_t seed = 0;
   std::string log_path;

@@ -40,6 +40,7 @@ struct Config {
   std::string model = "cnn";
   int epochs = 4;
   int64_t batch_size = 64;
+  int gradient_accumulation_steps = 1;
   double lr = 0.005;
   std::string optimizer = "adam";
   std::string scheduler = "none";
@@ -141,6 +142,7 @@ int run(const Config& config) {
            "got --amp ", config.amp);
   options.amp_diagnostics = config.amp_debug;
   options.device = config.device;
+  options.gradient_accumulation_steps = config.gradient_accumulation_steps;
   sg::dist::Accelerator accelerator(options);
   if (!config.tensorboard.empty()) accelerator.init_trackers(config.tensorboard);  // before the data: fail fast
   sg::set_num_threads(config.threads);
@@ -168,8 +170,9 @@ int run(const Config& config) {
   auto optimizer = make_optimizer(config, model->parameters());
   accelerator.prepare(*optimizer);
   std::unique_ptr<sg::optim::LRScheduler> scheduler;
-  if (config.scheduler == "cosine") {  // stepped once per iteration over the whole run
-    scheduler = std::make_unique<sg::optim::CosineAnnealingLR>(*optimizer, config.epochs * train_loader.size());
+  if (config.scheduler == "cosine") {  // stepped once per optimizer step over the whole run
+    scheduler = std::make_unique<sg::optim::CosineAnnealingLR>(
+        *optimizer, config.epochs * accelerator.optimizer_steps_per_epoch(train_loader));
     accelerator.prepare(*scheduler);
   }
 
@@ -187,7 +190,8 @@ int run(const Config& config) {
   accelerator.print(config.model, ": ", sg::models::count_parameters(accelerator.unwrap_model(*model)), " parameters, ",
                     train_set->size(), " training / ", test_set->size(), " test images, ", accelerator.num_processes(),
                     " process(es) x ", config.threads, " thread(s) on ", accelerator.device(), ", ", config.batch_size,
-                    " images per process and step", mfu.peak_note());
+                    " images per process and ", sg::dist::batch_note(accelerator.gradient_accumulation_steps()),
+                    mfu.peak_note());
 
   const sg::amp::GradScaler& scaler = accelerator.scaler();
   std::vector<std::string> log_columns{"step", "epoch", "loss", "lr", "accuracy"};
@@ -199,22 +203,29 @@ int run(const Config& config) {
   sg::dist::report_steps_across_ranks(profiler, config.profile);  // DIR/step_report.txt under sgrun
   for (int epoch = start_epoch; epoch < config.epochs; ++epoch) {
     train_loader.set_epoch(epoch);
-    sg::data::ProgressBar bar(train_loader.size(),
+    sg::data::ProgressBar bar(accelerator.optimizer_steps_per_epoch(train_loader),
                               "epoch " + std::to_string(epoch + 1) + "/" + std::to_string(config.epochs), "img",
                               progress_out);
     for (const sg::data::Batch& batch : train_loader) {
-      optimizer->zero_grad();
+      const auto accumulation = accelerator.accumulate(*model);  // one step per --gradient-accumulation-steps
       sg::Tensor loss;
       {
         const sg::amp::AutocastGuard autocast = accelerator.autocast();
         loss = loss_of(config, (*model)(batch.input), batch.target);
       }
       accelerator.backward(loss);
+      // This process's micro-batch's mean (backward weighs a copy); the main rank shows its own.
+      const double loss_value = loss.item();
+      const int64_t images = batch.input.size(0) * accelerator.num_processes();
+      if (!accelerator.sync_gradients()) {  // the gradients add up until the accumulation's last micro-batch
+        bar.update(0, images, {{"loss", loss_value}});
+        continue;
+      }
       accelerator.step(*optimizer);
       if (scheduler) scheduler->step();
+      accelerator.zero_grad(*optimizer);
       ++step;
       profiler.step();
-      const double loss_value = loss.item();  // this process's batch; the main rank shows its own
       std::map<std::string, std::string> row{{"step", std::to_string(step)},
                                              {"epoch", std::to_string(epoch + 1)},
                                              {"loss", std::to_string(loss_value)},
@@ -230,7 +241,7 @@ int run(const Config& config) {
         shown.insert(shown.end(),
                      {{"scale", scaler.get_scale()}, {"skipped", static_cast<double>(scaler.skipped_steps())}});
       }
-      bar.update(1, batch.input.size(0) * accelerator.num_processes(), shown);
+      bar.update(1, images, shown);
       log.write(row);
       accelerator.log(scalars, step);
       nonfinite_guard.observe(loss_value, step);  // Note [Stopping on a non-finite loss]
@@ -276,7 +287,11 @@ int main(int argc, char** argv) {
   app.add_option("--epochs", config.epochs, "Passes over the training set")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
-  app.add_option("--batch-size", config.batch_size, "Images per step and process")
+  app.add_option("--batch-size", config.batch_size, "Images per micro-batch and process")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  app.add_option("--gradient-accumulation-steps", config.gradient_accumulation_steps,
+                 "Micro-batches whose gradients add up before each optimizer step (and --scheduler step)")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
   app.add_option("--lr", config.lr, "Learning rate")->check(CLI::PositiveNumber)->capture_default_str();

@@ -55,6 +55,7 @@ using sg::apps::gpt::TrainerConfig;
 struct AppOptions {
   std::string config_path = SG_GPT_TRAIN_CFG;
   std::vector<std::string> overrides;
+  std::string gradient_accumulation_steps;  // the override trainer_config.gradient_accumulation_steps, when given
   int threads = 1;
   std::string device = "auto";
   bool generate = false;
@@ -147,6 +148,7 @@ int train(const RunConfig& config, const AppOptions& app) {
   options.mixed_precision = mixed_precision_for(trainer, sg::dist::accelerator_device(app.device));
   options.amp_diagnostics = trainer.amp_debug;
   options.device = app.device;
+  options.gradient_accumulation_steps = trainer.gradient_accumulation_steps;
   sg::dist::Accelerator accelerator(options);
   if (trainer.use_amp && options.mixed_precision == "no")
     accelerator.print(
@@ -217,8 +219,9 @@ int train(const RunConfig& config, const AppOptions& app) {
   const sg::dist::ModelFlopsUtilization mfu(accelerator, sg::models::gpt_training_flops_per_token(gpt->config));
   accelerator.print(
       accelerator.num_processes(), " process(es) x ", app.threads, " thread(s) on ", accelerator.device(), ", ",
-      trainer.batch_size, " sequences of ", gpt_config.block_size, " tokens per process and step, ", parts[0]->size(),
-      " training / ", parts[1]->size(), " test sequences",
+      trainer.batch_size, " sequences of ", gpt_config.block_size, " tokens per process and ",
+      sg::dist::batch_note(accelerator.gradient_accumulation_steps()), ", ", parts[0]->size(), " training / ",
+      parts[1]->size(), " test sequences",
       options.mixed_precision != "no" ? ", autocast " + options.mixed_precision : "",
       gpt->activation_checkpointing ? ", activation checkpointing (each Block recomputed in backward)" : "",
       no_snapshot_note(trainer, epochs_run), mfu.peak_note());
@@ -228,30 +231,37 @@ int train(const RunConfig& config, const AppOptions& app) {
                            {"step", "epoch", "loss", "eval_loss", "grad_norm", "scale"});
   std::FILE* progress_out = accelerator.is_main_process() ? stderr : nullptr;
   const sg::TensorList params = model->parameters();
-  const int64_t tokens_per_step = trainer.batch_size * gpt_config.block_size * accelerator.num_processes();
+  const int64_t tokens_per_step = trainer.batch_size * gpt_config.block_size * accelerator.num_processes() *
+                                  accelerator.gradient_accumulation_steps();
   sg::dist::NonfiniteLossGuard nonfinite_guard(app.max_nonfinite_steps, "--max-nonfinite-steps");
   sg::profiler::StepProfiler profiler(app.profile, accelerator.process_index(), accelerator.num_processes());
   sg::dist::report_steps_across_ranks(profiler, app.profile);                   // DIR/step_report.txt under sgrun
   for (int64_t epoch = epochs_run + 1; epoch <= trainer.max_epochs; ++epoch) {  // 1-based, as the recipe
     train_loader.set_epoch(epoch);
-    sg::data::ProgressBar bar(train_loader.size(),
+    sg::data::ProgressBar bar(accelerator.optimizer_steps_per_epoch(train_loader),
                               "epoch " + std::to_string(epoch) + "/" + std::to_string(trainer.max_epochs), "tok",
                               progress_out);
     double loss_value = 0;
     for (const sg::data::Batch& batch : train_loader) {
-      optimizer->zero_grad();
+      const auto accumulation = accelerator.accumulate(*model);  // one step per gradient_accumulation_steps
       sg::Tensor loss;
       {
         const sg::amp::AutocastGuard autocast = accelerator.autocast();
         loss = sg::models::gpt_loss((*model)(batch.input), batch.target);
       }
       accelerator.backward(loss);
+      loss_value = loss.item();  // this rank's micro-batch's mean (backward weighs a copy)
+      const int64_t tokens = batch.input.size(0) * gpt_config.block_size * accelerator.num_processes();
+      if (!accelerator.sync_gradients()) {  // the gradients add up until the accumulation's last micro-batch
+        bar.update(0, tokens, {{"loss", loss_value}});
+        continue;
+      }
       const double grad_norm = accelerator.clip_grad_norm_(params, trainer.grad_norm_clip);
       accelerator.step(*optimizer);
+      accelerator.zero_grad(*optimizer);
       ++step;
       profiler.step();
-      loss_value = loss.item();  // this rank's batch
-      bar.update(1, batch.input.size(0) * gpt_config.block_size * accelerator.num_processes(), {{"loss", loss_value}});
+      bar.update(1, tokens, {{"loss", loss_value}});
       log.write({{"step", std::to_string(step)},
                  {"epoch", std::to_string(epoch)},
                  {"loss", std::to_string(loss_value)},
@@ -378,7 +388,12 @@ int main(int argc, char** argv) {
                  "inf or NaN weights")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
+  cli.add_option("--gradient-accumulation-steps", app.gradient_accumulation_steps,
+                 "Short for the override trainer_config.gradient_accumulation_steps=K: K micro-batches of batch_size "
+                 "add up their gradients before each optimizer step");
   CLI11_PARSE(cli, argc, argv);
+  if (!app.gradient_accumulation_steps.empty())  // last: it wins over the positional overrides
+    app.overrides.push_back("trainer_config.gradient_accumulation_steps=" + app.gradient_accumulation_steps);
   try {
     if (app.generate) return generate(app);
     return train(load_config(app.config_path, app.overrides), app);

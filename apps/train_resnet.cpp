@@ -55,6 +55,8 @@ struct Config {
   int64_t num_classes = 5;
   int epochs = 30;
   int64_t batch_size = 16;  // per process
+  int gradient_accumulation_steps = 1;
+  bool checkpoint_activations = false;
   double lr = 0.001;
   double lrf = 0.1;  // the final lr as a fraction of --lr
   double weight_decay = 0.005;
@@ -143,6 +145,7 @@ int run(const Config& config) {
            "got --amp ", config.amp);
   options.amp_diagnostics = config.amp_debug;
   options.device = config.device;
+  options.gradient_accumulation_steps = config.gradient_accumulation_steps;
   sg::dist::Accelerator accelerator(options);
   const bool is_main = accelerator.is_main_process();
   if (!config.save_dir.empty() && is_main) {
@@ -191,6 +194,7 @@ int run(const Config& config) {
     const sg::nn::PretrainedReport report = sg::optim::load_fine_tuning_weights(*resnet, config.weights, "fc.");
     accelerator.print("--weights ", config.weights, ": ", report.str());
   }
+  resnet->activation_checkpointing = config.checkpoint_activations;
   const sg::TensorList trainable = freeze_all_but_fc(*resnet, config.freeze_layers);
   const double flops_per_image = static_cast<double>(sg::nn::training_flops(*resnet, sg::zeros({1, 3, size, size})));
   std::shared_ptr<sg::nn::Module> model = accelerator.prepare(resnet);
@@ -217,11 +221,14 @@ int run(const Config& config) {
   int64_t trainable_count = 0;
   for (const sg::Tensor& param : trainable) trainable_count += param.numel();
   const sg::dist::ModelFlopsUtilization mfu(accelerator, flops_per_image);
-  accelerator.print(config.model, ": ", sg::models::count_parameters(*resnet), " parameters (", trainable_count,
-                    " trained), ", train_set->size(), " training / ", val_set->size(), " validation images at ", size,
-                    "x", size, ", ", accelerator.num_processes(), " process(es) x ", config.threads, " thread(s) on ",
-                    accelerator.device(), ", ", config.batch_size, " images per process and step, lr ", lr,
-                    mfu.peak_note());
+  accelerator.print(
+      config.model, ": ", sg::models::count_parameters(*resnet), " parameters (", trainable_count, " trained), ",
+      train_set->size(), " training / ", val_set->size(), " validation images at ", size, "x", size, ", ",
+      accelerator.num_processes(), " process(es) x ", config.threads, " thread(s) on ", accelerator.device(), ", ",
+      config.batch_size, " images per process and ", sg::dist::batch_note(accelerator.gradient_accumulation_steps()),
+      ", lr ", lr,
+      config.checkpoint_activations ? ", activation checkpointing (each block recomputed in backward)" : "",
+      mfu.peak_note());
 
   std::FILE* progress_out = is_main ? stderr : nullptr;
   sg::dist::NonfiniteLossGuard nonfinite_guard(config.max_nonfinite_steps, "--max-nonfinite-steps");
@@ -231,23 +238,26 @@ int run(const Config& config) {
     train_loader.set_epoch(epoch);
     const double epoch_lr = optimizer.lr(0);
     const std::string label = "epoch " + std::to_string(epoch + 1) + "/" + std::to_string(config.epochs);
-    sg::data::ProgressBar bar(train_loader.size(), label, "img", progress_out);
+    sg::data::ProgressBar bar(accelerator.optimizer_steps_per_epoch(train_loader), label, "img", progress_out);
     double loss_sum = 0;
     for (const sg::data::Batch& batch : train_loader) {
-      optimizer.zero_grad();
+      const auto accumulation = accelerator.accumulate(*model);  // one step per --gradient-accumulation-steps
       sg::Tensor loss;
       {
         const sg::amp::AutocastGuard autocast = accelerator.autocast();
         loss = sg::nn::functional::cross_entropy((*model)(batch.input), batch.target);
       }
       accelerator.backward(loss);
+      const double loss_value = loss.item();  // this micro-batch's mean (backward weighs a copy)
+      loss_sum += loss_value;
+      const bool ends_step = accelerator.sync_gradients();
+      bar.update(ends_step ? 1 : 0, batch.input.size(0) * accelerator.num_processes(), {{"loss", loss_value}});
+      if (!ends_step) continue;  // the gradients add up until the accumulation's last micro-batch
       accelerator.step(optimizer);
+      accelerator.zero_grad(optimizer);
       ++step;
       profiler.step();
-      const double loss_value = loss.item();
       nonfinite_guard.observe(loss_value, step);  // Note [Stopping on a non-finite loss]
-      loss_sum += loss_value;
-      bar.update(1, batch.input.size(0) * accelerator.num_processes(), {{"loss", loss_value}});
       maybe_kill_for_test(step, accelerator.process_index());
     }
     bar.finish();
@@ -299,9 +309,17 @@ int main(int argc, char** argv) {
   app.add_option("--epochs", config.epochs, "Passes over the training images")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
-  app.add_option("--batch-size", config.batch_size, "Images per step and process")
+  app.add_option("--batch-size", config.batch_size, "Images per micro-batch and process")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
+  app.add_option("--gradient-accumulation-steps", config.gradient_accumulation_steps,
+                 "Micro-batches whose gradients add up before each optimizer step: a step then sees K x --batch-size "
+                 "images per process in K x less memory")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  app.add_flag("--checkpoint-activations", config.checkpoint_activations,
+               "Keep only each residual block's input and recompute the block in backward: less memory, about a "
+               "third more time; BatchNorm statistics move once per step as without (docs/memory.md)");
   app.add_option("--lr", config.lr, "Initial learning rate (SGD, momentum 0.9)")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();

@@ -36,7 +36,24 @@ private:
   GeneratorState caller_;
 };
 
+thread_local bool recomputing = false;
+
+// While alive, is_checkpoint_recomputation() is true; the previous value (true inside a nested
+// checkpoint's recomputation) comes back on exit.
+class RecomputationScope {
+public:
+  RecomputationScope() : previous_(recomputing) { recomputing = true; }
+  ~RecomputationScope() { recomputing = previous_; }
+  RecomputationScope(const RecomputationScope&) = delete;
+  RecomputationScope& operator=(const RecomputationScope&) = delete;
+
+private:
+  bool previous_;
+};
+
 }  // namespace
+
+bool is_checkpoint_recomputation() { return recomputing; }
 
 Tensor checkpoint(const std::function<Tensor(const TensorList&)>& fn, const TensorList& inputs,
                   const CheckpointOptions& options) {
@@ -77,6 +94,7 @@ Tensor checkpoint(const std::function<Tensor(const TensorList&)>& fn, const Tens
       const GeneratorReplay replay(generator, forward_rng);
       const AutocastStateScope autocast(forward_autocast);
       const GradModeGuard grad_mode(true);
+      const RecomputationScope recomputation;
       recomputed = fn(detached);
     }
     SG_CHECK(recomputed.sizes() == grad_output.sizes(), "checkpoint: the recomputed output has shape ",

@@ -1,5 +1,5 @@
 #pragma once
-// defines: checkpoint, CheckpointOptions — activation checkpointing (PyTorch's
+// defines: checkpoint, CheckpointOptions, is_checkpoint_recomputation — activation checkpointing (PyTorch's
 //          torch.utils.checkpoint with use_reentrant=False): a segment's forward keeps no
 //          activations and is run again during backward.
 //
@@ -44,5 +44,11 @@ Tensor checkpoint(const std::function<Tensor(const TensorList&)>& fn, const Tens
                   const CheckpointOptions& options = {});
 Tensor checkpoint(const std::function<Tensor(const Tensor&)>& fn, const Tensor& input,
                   const CheckpointOptions& options = {});
+
+// True on this thread while a checkpointed function runs for the second time, in backward (step 2
+// of the Note). A layer that updates state in its forward reads it to do so only once per real
+// forward: nn::BatchNorm leaves its running statistics alone then (Note [BatchNorm under activation
+// checkpointing] in nn/batchnorm.h).
+bool is_checkpoint_recomputation();
 
 }  // namespace sg::autograd

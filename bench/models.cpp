@@ -8,6 +8,7 @@
 //   bench_models --model cnn --detect-anomaly      # the cost of anomaly mode (docs/debugging.md)
 //   bench_models --model gpt-mini --profile        # where the step's time goes, by op kind (docs/profiling.md)
 //   bench_models --model gpt-mini --checkpoint-activations   # peak_rss_mb against recomputation (docs/memory.md)
+//   bench_models --model resnet34 --image-size 128 --batch 32 --checkpoint-activations   # each block recomputed
 // Ends with one JSON line per run: {"bench":"train_step","model":"cnn","amp":"no","batch":64,"threads":1,
 // "ms_per_step":...,"peak_rss_mb":...,"loss_first":...,"loss_last":...} (GPT models add "block" and
 // "tokens_per_s", the CNNs and ResNets "images_per_s", the ResNets "image_size"); the losses are those of
@@ -71,7 +72,7 @@ struct Options {
   bool tf32 = false;       // GPU: f32 matrix products and convolutions may round to TF32
   bool detect_anomaly = false;
   bool profile = false;                 // profile the timed steps and print the share of each op kind
-  bool checkpoint_activations = false;  // GPT models: recompute each block's activations in backward
+  bool checkpoint_activations = false;  // GPT models and ResNets: each block recomputed in backward
 };
 
 // One training step's loss, and whether the optimizer stepped (the f16 loss scaler skips a step whose
@@ -121,6 +122,8 @@ double peak_rss_mb() {
 
 // The Fashion-MNIST CNN or BasicNet, Adam at lr 0.005, on a random batch of images.
 Workload fashion_mnist_workload(const Options& options, sg::dist::Accelerator& accelerator) {
+  SG_CHECK(!options.checkpoint_activations, "--checkpoint-activations: ", options.model,
+           " has no checkpointed variant (the GPT models and the ResNets have)");
   Workload work;
   const std::shared_ptr<sg::nn::Module> model = sg::models::make_fashion_mnist_model(options.model);
   work.model_flops_per_step = training_flops_per_step(*model, {1, 28, 28}, options.batch);
@@ -194,6 +197,7 @@ Workload resnet_workload(const Options& options, sg::dist::Accelerator& accelera
   Workload work;
   constexpr int64_t kClasses = 5;
   const std::shared_ptr<sg::models::ResNet> resnet = sg::models::make_resnet(options.model, {.num_classes = kClasses});
+  resnet->activation_checkpointing = options.checkpoint_activations;
   work.model_flops_per_step =
       training_flops_per_step(*resnet, {3, options.image_size, options.image_size}, options.batch);
   work.model = accelerator.prepare(resnet);
@@ -441,7 +445,8 @@ int main(int argc, char** argv) {
   app.add_flag("--profile", options.profile,
                "Profile the timed steps: print each op kind's share of the step and the key_averages table");
   app.add_flag("--checkpoint-activations", options.checkpoint_activations,
-               "GPT models: checkpoint each block (its activations are recomputed in backward; docs/memory.md)");
+               "GPT models and ResNets: checkpoint each (transformer or residual) block: its activations are "
+               "recomputed in backward (docs/memory.md)");
   CLI11_PARSE(app, argc, argv);
   try {
     return run(options);

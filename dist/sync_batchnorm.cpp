@@ -142,13 +142,16 @@ int convert_sync_batchnorm(nn::Module& module, ProcessGroup* group) {
     // synchronises, as in PyTorch: an evaluation forward (which comes here only without running
     // statistics) normalises with its own batch and needs no process group at all.
     bn->batch_statistics_forward = [bn, group](const Tensor& input, double momentum) {
+      // None while a checkpointed segment is recomputed (Note [BatchNorm under activation checkpointing]).
+      const Tensor running_mean = bn->updates_running_stats() ? bn->running_mean : Tensor();
+      const Tensor running_var = bn->updates_running_stats() ? bn->running_var : Tensor();
       if (bn->is_training()) {
         ProcessGroup* statistics_group = group ? group : (is_initialized() ? &default_group() : nullptr);
         if (statistics_group != nullptr && statistics_group->size() > 1)
-          return sync_batch_norm(input, bn->weight, bn->bias, bn->running_mean, bn->running_var, momentum, bn->eps,
+          return sync_batch_norm(input, bn->weight, bn->bias, running_mean, running_var, momentum, bn->eps,
                                  *statistics_group);
       }
-      return batch_norm(input, bn->weight, bn->bias, bn->running_mean, bn->running_var, true, momentum, bn->eps);
+      return batch_norm(input, bn->weight, bn->bias, running_mean, running_var, true, momentum, bn->eps);
     };
     ++converted;
   }

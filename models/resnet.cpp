@@ -1,5 +1,6 @@
 #include "models/resnet.h"
 
+#include "autograd/checkpoint.h"
 #include "autograd/ops_pointwise.h"
 #include "autograd/ops_shape.h"
 #include "nn/init.h"
@@ -119,8 +120,17 @@ Tensor ResNet::forward(const Tensor& input) {
   SG_CHECK(input.dim() == 4 && input.size(1) == 3, "ResNet: expected images of shape [N, 3, H, W], got ",
            shape_str(input.sizes()));
   Tensor x = (*maxpool)((*relu)((*bn1)((*conv1)(input))));
-  x = (*layer4)((*layer3)((*layer2)((*layer1)(x))));
+  for (const std::shared_ptr<nn::Sequential>& stage : {layer1, layer2, layer3, layer4}) x = run_stage(stage, x);
   return (*fc)(flatten((*avgpool)(x), 1));
+}
+
+Tensor ResNet::run_stage(const std::shared_ptr<nn::Sequential>& stage, const Tensor& input) const {
+  if (!activation_checkpointing) return (*stage)(input);
+  // Each block is copied into the graph by shared_ptr: the recomputation runs after forward returns.
+  Tensor x = input;
+  for (const std::shared_ptr<nn::Module>& block : *stage)
+    x = autograd::checkpoint([block](const Tensor& block_input) { return (*block)(block_input); }, x);
+  return x;
 }
 
 std::shared_ptr<ResNet> resnet18(ResNetOptions options) {

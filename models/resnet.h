@@ -89,9 +89,17 @@ public:
   std::shared_ptr<nn::Sequential> layer1, layer2, layer3, layer4;
   std::shared_ptr<nn::AdaptiveAvgPool2d> avgpool;
   std::shared_ptr<nn::Linear> fc;
+  // Run every residual block of layer1 .. layer4 through autograd::checkpoint (docs/memory.md):
+  // only each block's input is kept and its activations are recomputed in backward, one block at
+  // a time — less memory than keeping a whole stage's, for one more forward of the blocks. The
+  // stem (conv1 .. maxpool) and the head run plainly. The BatchNorms' running statistics still move
+  // once per step (Note [BatchNorm under activation checkpointing] in nn/batchnorm.h), so a
+  // checkpointed step leaves the model as a plain one does.
+  bool activation_checkpointing = false;
 
 private:
   void initialize(const ResNetOptions& options);
+  Tensor run_stage(const std::shared_ptr<nn::Sequential>& stage, const Tensor& input) const;
 };
 
 std::shared_ptr<ResNet> resnet18(ResNetOptions options = {});  // BasicBlock, [2, 2, 2, 2]

@@ -2,6 +2,7 @@
 
 #include <sstream>
 
+#include "autograd/checkpoint.h"
 #include "autograd/grad_mode.h"
 #include "autograd/ops_norm.h"
 #include "core/factory.h"
@@ -48,19 +49,26 @@ void BatchNormBase::check_channels(const Tensor& input) const {
            " channels (dim 1) in the input, got shape ", shape_str(input.sizes()));
 }
 
+bool BatchNormBase::updates_running_stats() const {
+  return is_training() && track_running_stats && !autograd::is_checkpoint_recomputation();
+}
+
 Tensor BatchNormBase::forward(const Tensor& input) {
   check_input(input);
   double factor = momentum.value_or(0.0);
-  if (is_training() && track_running_stats) {
+  if (updates_running_stats()) {
     NoGradGuard no_grad;
     num_batches_tracked.add_(1.0);
     if (!momentum) factor = 1.0 / num_batches_tracked.item<double>();  // the cumulative average
   }
-  // Batch statistics in training, and in eval when there are no running ones (the running
-  // statistics are undefined then, and batch_norm updates them only when they are defined).
+  // Batch statistics in training, and in eval when there are no running ones.
   const bool use_batch_statistics = is_training() || !track_running_stats;
   if (use_batch_statistics && batch_statistics_forward) return batch_statistics_forward(input, factor);
-  return batch_norm(input, weight, bias, running_mean, running_var, use_batch_statistics, factor, eps);
+  // batch_norm moves the running statistics it is given when it normalises with the batch's, so a
+  // forward that must not move them passes none.
+  const bool pass_running = !use_batch_statistics || updates_running_stats();
+  return batch_norm(input, weight, bias, pass_running ? running_mean : Tensor(), pass_running ? running_var : Tensor(),
+                    use_batch_statistics, factor, eps);
 }
 
 std::string BatchNormBase::extra_repr() const {

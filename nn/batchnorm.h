@@ -18,9 +18,21 @@ namespace sg::nn {
 // running = (1 - momentum) * running + momentum * batch (the unbiased batch variance), where a
 // momentum of nullopt means the cumulative average (momentum = 1 / num_batches_tracked).
 // Eval normalises with the running statistics, or with the batch's when they are not tracked.
+//
+// Note [BatchNorm under activation checkpointing]
+// A checkpointed segment (autograd/checkpoint.h) runs its forward twice: once in the forward pass
+// and once more in backward. Both runs must normalise with the same batch statistics, or the
+// gradients would belong to another forward; but only the first may move the running statistics
+// and num_batches_tracked, or every checkpointed step would count twice (PyTorch's checkpoint
+// leaves this to the user). So a training forward during the recomputation
+// (autograd::is_checkpoint_recomputation()) normalises with the batch's statistics as usual and
+// updates nothing: running statistics after a checkpointed step equal those of a plain one.
 class BatchNormBase : public Module {
 public:
   Tensor forward(const Tensor& input) override;
+  // Whether a forward now moves the running statistics: in training, when they are tracked, and
+  // not while a checkpointed segment is recomputed (Note [BatchNorm under activation checkpointing]).
+  bool updates_running_stats() const;
   std::string extra_repr() const override;
   void reset_running_stats();
   void reset_parameters();  // also resets the running statistics
@@ -32,8 +44,9 @@ public:
   Tensor weight, bias;                                    // undefined unless affine
   Tensor running_mean, running_var, num_batches_tracked;  // undefined unless track_running_stats
   // When set, forwards that normalise with batch statistics call it instead of batch_norm,
-  // with the momentum to apply. dist::convert_sync_batchnorm installs one whose statistics span
-  // every rank (SyncBatchNorm); nn itself knows nothing of processes (dist is a later layer).
+  // with the momentum to apply (to the running statistics only when updates_running_stats()).
+  // dist::convert_sync_batchnorm installs one whose statistics span every rank (SyncBatchNorm); nn itself knows nothing
+  // of processes (dist is a later layer).
   std::function<Tensor(const Tensor& input, double momentum)> batch_statistics_forward;
 
 protected:

@@ -27,14 +27,28 @@ void check_grads_are_bucket_views(const dist::DistributedDataParallel& ddp_model
   }
 }
 
-// Trains the MLP under DDP; rank 0 saves the final parameters. Ranks start from different
-// weights on purpose: DDP's construction must copy rank 0's to all. `set_grads_to_none` false
-// zeroes the gradients in place between steps, so backward accumulates straight into the buckets.
+// make_mlp's layers (and parameter names) with a forward in two segments, the first checkpointed
+// (nn::checkpoint_sequential): its parameters' gradients, and so DDP's hooks on them, arrive
+// during the recomputation inside backward.
+class CheckpointedMlp : public nn::Sequential {
+public:
+  explicit CheckpointedMlp(uint64_t seed) {
+    const std::shared_ptr<nn::Sequential> mlp = ddp::make_mlp(seed);  // alive through the loop
+    for (const std::shared_ptr<nn::Module>& layer : *mlp) push_back(layer);
+  }
+  Tensor forward(const Tensor& input) override { return nn::checkpoint_sequential(*this, 2, input); }
+};
+
+// Trains the MLP (checkpointed or not) under DDP; rank 0 saves the final parameters. Ranks start
+// from different weights on purpose: DDP's construction must copy rank 0's to all.
+// `set_grads_to_none` false zeroes the gradients in place between steps, so backward accumulates
+// straight into the buckets.
 void equivalence(const std::string& out, double bucket_cap_mb, int micro_batches, const std::string& trace,
-                 bool set_grads_to_none) {
+                 bool set_grads_to_none, bool checkpointed) {
   const int rank = dist::get_rank(), world = dist::get_world_size();
+  const uint64_t seed = rank == 0 ? 1 : 100 + rank;
   auto ddp_model = std::make_shared<dist::DistributedDataParallel>(
-      ddp::make_mlp(rank == 0 ? 1 : 100 + rank),
+      checkpointed ? std::make_shared<CheckpointedMlp>(seed) : std::shared_ptr<nn::Module>(ddp::make_mlp(seed)),
       dist::DDPOptions{.bucket_cap_mb = bucket_cap_mb, .trace_path = trace, .trace_steps = 2});
   const auto [begin, end] = ddp::shard(rank, world, ddp::kGlobalBatch);
   ddp::train(
@@ -317,7 +331,8 @@ int main(int argc, char** argv) {
     set_num_threads(1);
     dist::init_process_group();
     if (scenario == "equivalence")
-      equivalence(out, std::stod(arg(3, "25")), std::stoi(arg(4, "1")), arg(5, ""), arg(6, "none") == "none");
+      equivalence(out, std::stod(arg(3, "25")), std::stoi(arg(4, "1")), arg(5, ""), arg(6, "none") == "none",
+                  arg(7, "plain") == "checkpointed");
     else if (scenario == "two_inputs") two_inputs(out);
     else if (scenario == "unused") unused_parameters(out, arg(3, "1") == "1");
     else if (scenario == "mismatch") mismatched_models();

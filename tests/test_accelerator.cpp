@@ -94,7 +94,9 @@ TEST_CASE("accumulate: with k = 3 over 7 batches the optimizer steps after batch
   auto dataset =
       std::make_shared<data::TensorDataset>(randn({13, 3}, {}, &test::rng()), randn({13, 2}, {}, &test::rng()));
   std::vector<bool> synced;
-  for (const data::Batch& batch : accelerator.prepare(dataset, {.batch_size = 2})) {
+  data::DataLoader loader = accelerator.prepare(dataset, {.batch_size = 2});
+  CHECK(accelerator.optimizer_steps_per_epoch(loader) == 3);  // what a progress bar or a schedule counts
+  for (const data::Batch& batch : loader) {
     const auto accumulation = accelerator.accumulate(*model);
     const Tensor before = model->parameters()[0].detach().clone();
     accelerator.backward(nn::functional::mse_loss((*model)(batch.input), batch.target));

@@ -1,10 +1,12 @@
-// Activation checkpointing (autograd/checkpoint.h, nn/checkpointing.h, GPT's switch): the
-// gradients equal a plain run's, dropout masks are replayed, activations are not kept.
+// Activation checkpointing (autograd/checkpoint.h, nn/checkpointing.h, GPT's and ResNet's
+// switches): the gradients equal a plain run's, dropout masks are replayed, activations are not
+// kept, BatchNorm's running statistics move once per step.
 #include <memory>
 
 #include "autograd/engine.h"
 #include "helpers.h"
 #include "models/gpt.h"
+#include "models/resnet.h"
 
 using namespace sg;
 using test::max_abs_diff;
@@ -229,4 +231,48 @@ TEST_CASE("GPT with activation checkpointing and dropout gives the plain model's
   loss.backward();
   check_same_grads(plain, take_parameter_grads(gpt));
   CHECK(generator.offset() == after_step);
+}
+
+TEST_CASE("is_checkpoint_recomputation is true only while the checkpointed function runs again in backward") {
+  Tensor x = rand_input({4}).to(DType::f32).detach().requires_grad_();
+  std::vector<bool> seen;  // the flag in each run of fn
+  const Tensor out = autograd::checkpoint(
+      [&seen](const Tensor& input) {
+        seen.push_back(autograd::is_checkpoint_recomputation());
+        return input * 2.0;
+      },
+      x);
+  out.sum().backward();
+  CHECK(seen == std::vector<bool>{false, true});
+  CHECK_FALSE(autograd::is_checkpoint_recomputation());
+}
+
+TEST_CASE("ResNet with activation checkpointing gives the plain model's gradients and running statistics") {
+  // Two models with the same initial weights; one training step each on the same images.
+  Generator plain_init(3), checkpointed_init(3);
+  const std::array<int64_t, 4> blocks = {1, 1, 1, 1};
+  models::ResNet plain(models::ResNetBlock::basic, blocks, {.num_classes = 5, .generator = &plain_init});
+  models::ResNet checkpointed(models::ResNetBlock::basic, blocks, {.num_classes = 5, .generator = &checkpointed_init});
+  checkpointed.activation_checkpointing = true;
+  const Tensor images = rand_input({3, 3, 32, 32}).to(DType::f32).detach();
+  const Tensor labels = tensor(std::vector<int64_t>{1, 4, 0});
+
+  const Tensor plain_loss = nn::functional::cross_entropy(plain(images), labels);
+  plain_loss.backward();
+  const Tensor loss = nn::functional::cross_entropy(checkpointed(images), labels);
+  CHECK(loss.grad_fn() != nullptr);
+  loss.backward();
+  // The recomputation repeats the forward's operations on the same values: equal to the bit.
+  CHECK(max_abs_diff(plain_loss, loss) == 0.0);
+  check_same_grads(take_parameter_grads(plain), take_parameter_grads(checkpointed));
+  // Every block's BatchNorms ran twice; their running statistics and counts moved once.
+  const nn::NamedTensors plain_buffers = plain.named_buffers(), buffers = checkpointed.named_buffers();
+  REQUIRE(plain_buffers.size() == buffers.size());
+  for (size_t i = 0; i < buffers.size(); ++i) {
+    INFO(buffers[i].first);
+    CHECK(max_abs_diff(plain_buffers[i].second, buffers[i].second) == 0.0);
+  }
+  const auto last_block = std::dynamic_pointer_cast<models::BasicBlock>((*checkpointed.layer4)[0]);
+  REQUIRE(last_block != nullptr);
+  CHECK(last_block->bn2->num_batches_tracked.item<int64_t>() == 1);
 }

@@ -1,10 +1,11 @@
 // apps/train_cnn as a program: what it checks at start-up (flags, where it will write), a run
 // whose loss stops being finite (stopped, its snapshot kept), and a snapshot whose metadata makes
-// no sense; what --profile writes, on one process and on two.
+// no sense; what --profile writes, on one process and on two; gradient accumulation's step count.
 #include <nlohmann/json.hpp>
 
 #include <filesystem>
 #include <map>
+#include <sstream>
 
 #include "dist_harness.h"
 #include "helpers.h"
@@ -82,6 +83,33 @@ TEST_CASE("train_cnn stops after --max-nonfinite-steps inf or NaN losses in a ro
   CHECK(test::contains(diverged.output, "train_cnn: not writing " + snapshot + " after step 20: the model's "));
   CHECK(test::contains(diverged.output, " holds inf or NaN (the loss first went non-finite at step 1"));
   CHECK(test::read_text(snapshot) == good);
+}
+
+TEST_CASE("train_cnn --gradient-accumulation-steps 2 anneals --scheduler cosine over the optimizer steps") {
+  if (!have_fashion_mnist()) return;
+  // 640 images in micro-batches of 32: 20 micro-batches, 10 optimizer steps, over which the cosine
+  // schedule goes from lr 0.005 to 0. Counted in micro-batches it would stop half-way, at 0.0025.
+  test::TempDir dir;
+  const Run run =
+      train_cnn({"--train-subset", "640", "--test-subset", "100", "--batch-size", "32", "--gradient-accumulation-steps",
+                 "2", "--scheduler", "cosine", "--epochs", "1", "--log", dir.path() + "/log.csv"});
+  INFO(run.output);
+  REQUIRE(run.exit_code == 0);
+  CHECK(test::contains(run.output, "32 images per process and micro-batch, 2 micro-batches per step"));
+  CHECK(test::contains(run.output, " 10/10 "));
+  std::istringstream lines(test::read_text(dir.path() + "/log.csv"));
+  std::string line, last_step_row;
+  std::getline(lines, line);  // step,epoch,loss,lr,accuracy
+  int step_rows = 0;
+  while (std::getline(lines, line))
+    if (line.ends_with(",")) {  // a step's row: no accuracy
+      ++step_rows;
+      last_step_row = line;
+    }
+  CHECK(step_rows == 10);
+  CHECK(last_step_row.starts_with("10,1,"));
+  const size_t lr_at = last_step_row.rfind(',', last_step_row.size() - 2) + 1;
+  CHECK(std::stod(last_step_row.substr(lr_at)) < 1e-9);
 }
 
 TEST_CASE("train_cnn --amp-debug names the parameters of the skipped f16 steps and ends with the summary") {

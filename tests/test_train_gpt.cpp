@@ -1,6 +1,7 @@
 // apps/train_gpt as a program: its configuration errors, a short training run, a resumed run that
 // continues bit-identically, 2 processes against 1 on the combined batch, and a worker killed under
-// sgrun --max-restarts 1, a four-letter text, and a diverging run stopped with its snapshot kept.
+// sgrun --max-restarts 1, a four-letter text, a diverging run stopped with its snapshot kept, and
+// gradient accumulation against one batch of the micro-batches together.
 // Every run trains gpt-nano on a small text for speed.
 #include <cmath>
 #include <filesystem>
@@ -67,6 +68,15 @@ std::vector<double> eval_losses(const std::string& csv) {
     if (cells.size() > 3 && !cells[3].empty()) out.push_back(std::stod(cells[3]));
   }
   return out;
+}
+
+// The step column of the CSV log's last row.
+int64_t last_step(const std::string& csv) {
+  std::istringstream lines(test::read_text(csv));
+  std::string line, last;
+  while (std::getline(lines, line))
+    if (!line.empty()) last = line;
+  return std::stoll(last.substr(0, last.find(',')));
 }
 
 // Max |a - b| over the model weights of two snapshots.
@@ -269,6 +279,31 @@ TEST_CASE("train_gpt on 2 processes equals 1 process on the combined batch") {
   // rounding (~1e-7), which 10 AdamW steps at lr 3e-4 keep far below 1e-4 in the weights and the loss.
   CHECK(weight_difference(dir.path() + "/one.safetensors", dir.path() + "/two.safetensors") < 1e-4);
   CHECK(std::abs(eval_losses(dir.path() + "/one.csv").back() - eval_losses(dir.path() + "/two.csv").back()) < 1e-4);
+}
+
+TEST_CASE("train_gpt --gradient-accumulation-steps 4 on batches of 4 equals batches of 16, counting optimizer steps") {
+  test::TempDir dir;
+  // Dropout off: the two runs would draw their masks in other shapes. 160 training examples: 10
+  // batches of 16, or 40 micro-batches of 4 making 10 steps.
+  REQUIRE(train_gpt(without_dropout(small_run(dir.path(), "whole", 16, 1))).exit_code == 0);
+  std::vector<std::string> accumulated = without_dropout(small_run(dir.path(), "accumulated", 4, 1));
+  accumulated.insert(accumulated.end(), {"--gradient-accumulation-steps", "4"});
+  const Run run = train_gpt(accumulated);
+  INFO(run.output);
+  REQUIRE(run.exit_code == 0);
+  CHECK(test::contains(run.output, "tokens per process and micro-batch, 4 micro-batches per step"));
+  CHECK(test::contains(run.output, " 10/10 "));  // the progress bar counts optimizer steps
+  CHECK(last_step(dir.path() + "/accumulated.csv") == 10);
+  // Four means over 4 x 16 tokens weighted 1/4 against one mean over 16 x 16, the gradient clipped
+  // once per step either way: equal up to f32 rounding, as for 2 processes against 1.
+  CHECK(weight_difference(dir.path() + "/whole.safetensors", dir.path() + "/accumulated.safetensors") < 1e-4);
+  CHECK(std::abs(eval_losses(dir.path() + "/whole.csv").back() - eval_losses(dir.path() + "/accumulated.csv").back()) <
+        1e-4);
+  std::vector<std::string> zero = small_run(dir.path(), "refused", 4, 1);
+  zero.push_back("trainer_config.gradient_accumulation_steps=0");
+  const Run refused = train_gpt(zero);
+  CHECK(refused.exit_code != 0);
+  CHECK(test::contains(refused.output, "trainer_config.gradient_accumulation_steps must be >= 1, got 0"));
 }
 
 TEST_CASE("train_gpt on 2 ranks given texts of one vocabulary size but other characters stops on both ranks") {

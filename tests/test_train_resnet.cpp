@@ -4,7 +4,8 @@
 // validation image once, a worker killed under sgrun --max-restarts 1 that resumes from the
 // snapshot and ends where an unkilled run ends, pretrained weights with the head dropped and
 // everything but fc frozen, its own checkpoints taken back as weights and other models' refused,
-// and a diverging run stopped with its snapshot kept. Every run trains resnet18, which is quick at
+// a diverging run stopped with its snapshot kept, --checkpoint-activations against a plain run and
+// --gradient-accumulation-steps counting optimizer steps. Every run trains resnet18, which is quick at
 // 32 x 32.
 #include <cmath>
 #include <filesystem>
@@ -111,6 +112,41 @@ TEST_CASE("train_resnet follows the recipe's cosine LambdaLR per epoch and repor
   for (const char* file : {"model-0.safetensors", "model-2.safetensors", "class_indices.json"})
     CHECK(fs::exists(dir.path() + "/weights/" + file));
   CHECK(test::contains(test::read_text(dir.path() + "/weights/class_indices.json"), R"("2": "class_2")"));
+}
+
+TEST_CASE("train_resnet --checkpoint-activations trains to the plain run's weights and BatchNorm statistics") {
+  test::TempDir dir;
+  const std::string root = write_folder(dir.path());
+  REQUIRE(train_resnet(small_run(root, 1) + std::vector<std::string>{"--save-dir", dir.path() + "/plain"}).exit_code ==
+          0);
+  const Run run = train_resnet(small_run(root, 1) + std::vector<std::string>{"--checkpoint-activations", "--save-dir",
+                                                                             dir.path() + "/checkpointed"});
+  INFO(run.output);
+  REQUIRE(run.exit_code == 0);
+  CHECK(test::contains(run.output, ", activation checkpointing (each block recomputed in backward)"));
+  // Every tensor of the state_dict, running_mean, running_var and num_batches_tracked included: the
+  // recomputed blocks normalise as the forward did and move the statistics once (Note [BatchNorm
+  // under activation checkpointing]).
+  const SafetensorsFile plain = load_safetensors(dir.path() + "/plain/model-0.safetensors");
+  const SafetensorsFile checkpointed = load_safetensors(dir.path() + "/checkpointed/model-0.safetensors");
+  CHECK(plain.tensors.size() == checkpointed.tensors.size());
+  CHECK(difference(plain, checkpointed, "") == 0);
+}
+
+TEST_CASE("train_resnet --gradient-accumulation-steps 2 steps the optimizer once per 2 micro-batches") {
+  test::TempDir dir;
+  const std::string root = write_folder(dir.path());
+  const std::vector<std::string> accumulate = {"--gradient-accumulation-steps", "2", "--snapshot",
+                                               dir.path() + "/snapshot.safetensors"};
+  const Run first = train_resnet(small_run(root, 1) + accumulate);
+  INFO(first.output);
+  REQUIRE(first.exit_code == 0);
+  CHECK(test::contains(first.output, "4 images per process and micro-batch, 2 micro-batches per step"));
+  CHECK(test::contains(first.output, " 2/2 "));  // 15 images: 4 micro-batches, 2 optimizer steps
+  const Run resumed = train_resnet(small_run(root, 2) + accumulate);
+  INFO(resumed.output);
+  REQUIRE(resumed.exit_code == 0);
+  CHECK(test::contains(resumed.output, "after epoch 1 (step 2)"));
 }
 
 TEST_CASE("train_resnet under sgrun on 2 processes with --sync-bn counts every validation image once") {

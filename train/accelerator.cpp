@@ -302,6 +302,16 @@ Accelerator::GradientAccumulation::GradientAccumulation(DistributedDataParallel*
   if (hold_back != nullptr) no_sync_.emplace(*hold_back);
 }
 
+std::string batch_note(int gradient_accumulation_steps) {
+  if (gradient_accumulation_steps == 1) return "step";
+  return "micro-batch, " + std::to_string(gradient_accumulation_steps) + " micro-batches per step";
+}
+
+int64_t Accelerator::optimizer_steps_per_epoch(const data::DataLoader& loader) const {
+  const int64_t steps = options_.gradient_accumulation_steps;
+  return (loader.size() + steps - 1) / steps;
+}
+
 Accelerator::GradientAccumulation Accelerator::accumulate(nn::Module& model) {
   const int steps = options_.gradient_accumulation_steps;
   if (const std::optional<LoaderTracker::Current> current = loaders_.current()) {

@@ -86,6 +86,10 @@ struct AcceleratorOptions {
 // process, for a program that chooses its other settings by device before building one.
 Device accelerator_device(const std::string& choice);
 
+// How a program's start line ends "<B> images per process and ...": "step", or "micro-batch, K
+// micro-batches per step" when K gradient_accumulation_steps make a step.
+std::string batch_note(int gradient_accumulation_steps);
+
 // Seeds the default generator with `seed`, or with seed + the process's rank when
 // `device_specific` (Accelerate's set_seed; each rank then draws differently).
 void set_seed(uint64_t seed, bool device_specific = false);
@@ -166,6 +170,10 @@ public:
   GradientAccumulation accumulate(nn::Module& model);
   bool sync_gradients() const { return sync_gradients_; }
   int gradient_accumulation_steps() const { return options_.gradient_accumulation_steps; }
+  // The optimizer steps of one pass over `loader`: ceil(loader.size() / gradient_accumulation_steps),
+  // as accumulate() ends an accumulation on the loader's last batch. What a progress bar or an LR
+  // schedule counted in steps counts (Accelerate's num_update_steps_per_epoch).
+  int64_t optimizer_steps_per_epoch(const data::DataLoader& loader) const;
 
   // optimizer.step(), through the scaler under f16: returns false when the step was skipped
   // because a gradient was inf or NaN (on any rank), then adjusts the scale. Does nothing and
