@@ -189,9 +189,11 @@ void Reducer::finalize() {
     if (!ready_[p]) unused.push_back(p);
   // The exposed communication: backward is done and waits for what the all-reduces have not
   // finished (dist/step_report.h sums it per step).
-  const profiler::RecordScope waiting(kWaitForAllReduces, profiler::Category::collective);
-  if (find_unused_parameters_) finish_with_unused_parameters(unused);
-  else finish_with_every_parameter_used(unused);
+  {
+    const profiler::RecordScope waiting(kWaitForAllReduces, profiler::Category::collective);
+    if (find_unused_parameters_) finish_with_unused_parameters(unused);
+    else finish_with_every_parameter_used(unused);
+  }
   averaged_ = true;
   ++synchronised_backwards_;
   observer_->gradients_averaged(buckets_);
