@@ -21,6 +21,7 @@ int main(int argc, char** argv) {
   std::string nproc_per_node = "1", nnodes = "1", rendezvous_endpoint;
   int verify_ranks = 0;
   int64_t verify_steps = 5;
+  std::string verify_svg;
   CLI::App app{
       "Run a syncgrad program on N processes per node (like torchrun).\n"
       "Usage: sgrun [OPTIONS] PROGRAM [ARGS...]"};
@@ -62,6 +63,7 @@ int main(int argc, char** argv) {
   app.add_option("--verify-steps", verify_steps, "Optimizer steps of each --verify run")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
+  app.add_option("--verify-svg", verify_svg, "With --verify: also draw the report as an SVG picture at this path");
   // Everything from the first argument that is not one of ours on is the worker's command line.
   app.prefix_command();
   app.footer(
@@ -101,7 +103,7 @@ int main(int argc, char** argv) {
                  workers);
   }
   try {
-    if (verify_ranks > 0) return sg::dist::verify_data_parallel(options, verify_ranks, verify_steps);
+    if (verify_ranks > 0) return sg::dist::verify_data_parallel(options, verify_ranks, verify_steps, verify_svg);
     return sg::dist::launch(options);
   } catch (const std::exception& error) {
     std::fprintf(stderr, "%s\n", error.what());

@@ -9,8 +9,10 @@
 #include <iomanip>
 #include <sstream>
 
+#include "core/atomic_file.h"
 #include "core/error.h"
 #include "core/safetensors.h"
+#include "launch/data_parallel_picture.h"
 #include "launch/launcher.h"
 
 namespace sg::dist {
@@ -132,7 +134,7 @@ std::string data_parallel_report(const std::vector<TensorDrift>& drifts, int ran
   return report.str();
 }
 
-int verify_data_parallel(const LaunchOptions& options, int ranks, int64_t steps) {
+int verify_data_parallel(const LaunchOptions& options, int ranks, int64_t steps, const std::string& svg_path) {
   SG_CHECK(options.nnodes == 1, "sgrun --verify runs on one node; got --nnodes ", options.nnodes);
   SG_CHECK(ranks >= 2, "sgrun --verify N compares N ranks with one: N must be at least 2, got ", ranks);
   SG_CHECK(steps >= 1, "sgrun --verify-steps must be at least 1, got ", steps);
@@ -177,6 +179,11 @@ int verify_data_parallel(const LaunchOptions& options, int ranks, int64_t steps)
   const std::vector<TensorDrift> drifts =
       compare_data_parallel(initial, load_state(many_path, "many-rank"), load_state(one_path, "one-rank"));
   std::fputs(data_parallel_report(drifts, ranks, steps).c_str(), stdout);
+  if (!svg_path.empty()) {
+    const std::string svg = data_parallel_svg(drifts, ranks, steps);
+    write_file_atomically(svg_path, [&](const ByteWriter& write) { write(svg.data(), svg.size()); });
+    std::printf("sgrun --verify: wrote %s\n", svg_path.c_str());
+  }
   const bool agree = std::none_of(drifts.begin(), drifts.end(), [](const TensorDrift& drift) { return drift.differs; });
   return agree ? 0 : 1;
 }

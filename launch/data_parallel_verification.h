@@ -52,9 +52,10 @@ std::string data_parallel_report(const std::vector<TensorDrift>& drifts, int ran
                                  double tolerance = kDataParallelTolerance);
 
 // Runs options.command for `steps` optimizer steps on `ranks` ranks and on one rank with `ranks`
-// times the batch (one node, sgrun's other options as given), prints the report and returns 0
+// times the batch (one node, sgrun's other options as given), prints the report (and, when
+// `svg_path` is not empty, writes its picture there: launch/data_parallel_picture.h) and returns 0
 // when every tensor agrees, 1 when some tensor differs or the runs started from different
 // states, or the exit code of a run that failed.
-int verify_data_parallel(const LaunchOptions& options, int ranks, int64_t steps);
+int verify_data_parallel(const LaunchOptions& options, int ranks, int64_t steps, const std::string& svg_path = "");
 
 }  // namespace sg::dist

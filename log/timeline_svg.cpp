@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "core/atomic_file.h"
+#include "log/svg_text.h"
 
 namespace sg::profiler {
 
@@ -41,27 +42,6 @@ const char* colour_of(Category category) {
   }
 }
 
-std::string escape_xml(const std::string& text) {
-  std::string escaped;
-  for (char c : text) {
-    switch (c) {
-      case '&': escaped += "&amp;"; break;
-      case '<': escaped += "&lt;"; break;
-      case '>': escaped += "&gt;"; break;
-      case '"': escaped += "&quot;"; break;
-      default: escaped += c;
-    }
-  }
-  return escaped;
-}
-
-// Coordinates and milliseconds to a tenth: finer would only make the file longer.
-std::string number(double value) {
-  std::ostringstream text;
-  text << std::fixed << std::setprecision(1) << value;
-  return text.str();
-}
-
 }  // namespace
 
 std::string timeline_svg(const ProfileResult& result, const std::string& title, const LegendNames& legend) {
@@ -92,7 +72,7 @@ std::string timeline_svg(const ProfileResult& result, const std::string& title, 
       << "<text x=\"10\" y=\"22\" font-size=\"14\">" << escape_xml(title) << "</text>\n";
   for (const ThreadInfo& info : result.threads)
     if (lane_top.count(info.thread))
-      svg << "<text x=\"10\" y=\"" << number(lane_top[info.thread] + 11) << "\">" << escape_xml(info.name)
+      svg << "<text x=\"10\" y=\"" << svg_number(lane_top[info.thread] + 11) << "\">" << escape_xml(info.name)
           << "</text>\n";
 
   std::set<Category> drawn;
@@ -101,10 +81,11 @@ std::string timeline_svg(const ProfileResult& result, const std::string& title, 
     const double left = x_of(event.start_ns), width = x_of(event.end_ns) - left;
     if (width < kMinimumBarWidth) continue;
     drawn.insert(event.category);
-    svg << "<rect x=\"" << number(left) << "\" y=\"" << number(lane_top[event.thread] + event.depth * kRowHeight)
-        << "\" width=\"" << std::max(width, kMinimumBarWidth) << "\" height=\"" << kRowHeight - 2 << "\" fill=\""
+    svg << "<rect x=\"" << svg_number(left) << "\" y=\""
+        << svg_number(lane_top[event.thread] + event.depth * kRowHeight) << "\" width=\""
+        << std::max(width, kMinimumBarWidth) << "\" height=\"" << kRowHeight - 2 << "\" fill=\""
         << colour_of(event.category) << "\"><title>" << escape_xml(event.name) << " "
-        << number(static_cast<double>(event.duration_ns()) / 1e6) << " ms</title></rect>\n";
+        << svg_number(static_cast<double>(event.duration_ns()) / 1e6) << " ms</title></rect>\n";
   }
 
   // The time axis, in milliseconds from the start of the Profile.
@@ -112,9 +93,9 @@ std::string timeline_svg(const ProfileResult& result, const std::string& title, 
       << axis_y << "\" stroke=\"black\"/>\n";
   for (int tick = 0; tick <= kAxisTicks; ++tick) {
     const double x = kLabelWidth + kPlotWidth * tick / kAxisTicks;
-    svg << "<line x1=\"" << number(x) << "\" y1=\"" << axis_y << "\" x2=\"" << number(x) << "\" y2=\"" << axis_y + 5
-        << "\" stroke=\"black\"/><text x=\"" << number(x) << "\" y=\"" << axis_y + 18 << "\" text-anchor=\"middle\">"
-        << number(span_ns / 1e6 * tick / kAxisTicks) << " ms</text>\n";
+    svg << "<line x1=\"" << svg_number(x) << "\" y1=\"" << axis_y << "\" x2=\"" << svg_number(x) << "\" y2=\""
+        << axis_y + 5 << "\" stroke=\"black\"/><text x=\"" << svg_number(x) << "\" y=\"" << axis_y + 18
+        << "\" text-anchor=\"middle\">" << svg_number(span_ns / 1e6 * tick / kAxisTicks) << " ms</text>\n";
   }
   double legend_x = kLabelWidth;
   for (Category category : drawn) {

@@ -9,6 +9,7 @@
 
 #include "dist_harness.h"
 #include "helpers.h"
+#include "launch/data_parallel_picture.h"
 #include "launch/data_parallel_verification.h"
 #include "train/data_parallel_check.h"
 
@@ -26,6 +27,17 @@ Tensor nudged(const Tensor& t, int64_t element, double by) {
 }
 
 }  // namespace
+
+TEST_CASE("the --verify picture draws a bar per tensor, red where it differs, and the tolerance line") {
+  std::vector<dist::TensorDrift> drifts{{"fc.weight", 1e-9, 1e-2, false}, {"bn.running_mean", 1e-3, 1e-2, true}};
+  const std::string svg = dist::data_parallel_svg(drifts, 2, 5);
+  CHECK(test::contains(svg, ">fc.weight</text>"));
+  CHECK(test::contains(svg, ">bn.running_mean</text>"));
+  CHECK(test::contains(svg, "fill=\"#59a14f\"><title>fc.weight"));
+  CHECK(test::contains(svg, "fill=\"#e15759\"><title>bn.running_mean"));
+  CHECK(test::contains(svg, ">tolerance</text>"));
+  CHECK(test::contains(svg, ">1e-3</text>"));
+}
 
 TEST_CASE("compare_data_parallel passes differences at the rounding level and flags one above it") {
   const Tensor initial = randn({40}, {}, &test::rng());
