@@ -56,6 +56,7 @@ struct AppOptions {
   std::vector<std::string> overrides;
   int threads = 1;
   std::string device = "auto";
+  std::string comm_hook = "no";
   bool generate = false;
   std::string prompt;
   std::string snapshot;
@@ -146,6 +147,7 @@ int train(const RunConfig& config, const AppOptions& app) {
   options.mixed_precision = mixed_precision_for(trainer, sg::dist::accelerator_device(app.device));
   options.amp_diagnostics = trainer.amp_debug;
   options.device = app.device;
+  options.comm_hook = app.comm_hook;
   sg::dist::Accelerator accelerator(options);
   if (trainer.use_amp && options.mixed_precision == "no")
     accelerator.print(
@@ -351,6 +353,11 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   cli.add_option("--device", app.device, "auto (the GPU of LOCAL_RANK when CUDA is available), cpu or cuda")
       ->check(CLI::IsMember({"auto", "cpu", "cuda"}))
+      ->capture_default_str();
+  cli.add_option("--comm-hook", app.comm_hook,
+                 "Under sgrun: how DDP sends gradients: no (its f32 average), allreduce (the same, as a hook), "
+                 "fp16 or bf16 (16 bits: half the bytes, rounded; docs/ddp.md)")
+      ->check(CLI::IsMember({"no", "allreduce", "fp16", "bf16"}))
       ->capture_default_str();
   cli.add_flag("--generate", app.generate, "Sample from --snapshot instead of training");
   cli.add_option("--prompt", app.prompt, "--generate: the text to continue");
