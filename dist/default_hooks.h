@@ -13,10 +13,10 @@ namespace sg::dist {
 WorkPtr allreduce_hook(ProcessGroup& group, GradBucket& bucket);
 
 // Gradient compression: the bucket travels as f16 (or bf16), half the bytes of f32. Each rank
-// casts its gradients, divides them by the number of ranks (before the sum, so that the sum of
-// many ranks stays in range), all-reduces the 16-bit values with SUM, and wait() copies the
-// result back into the f32 bucket. Each gradient carries the rounding of one cast, of one
-// division and of each addition in 16 bits: f16 keeps 11 significant bits (relative error about
+// divides its gradients by the number of ranks (before the sum, so that the sum of many ranks
+// stays in range), casts them, all-reduces the 16-bit values with SUM, and wait() copies the
+// result back into the f32 bucket. Each gradient carries the rounding of one cast and of each
+// addition in 16 bits: f16 keeps 11 significant bits (relative error about
 // 5e-4 per rounding) with a range of +-65504, values under 6e-5 losing precision and under 6e-8
 // becoming 0; bf16 keeps 8 bits (about 4e-3) with f32's range.
 WorkPtr fp16_compress_hook(ProcessGroup& group, GradBucket& bucket);
