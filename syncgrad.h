@@ -40,6 +40,7 @@
 #include "dist/ddp.h"                // defines: dist::DistributedDataParallel, DDPOptions
 #include "dist/default_hooks.h"      // defines: dist::fp16_compress_hook, bf16_compress_hook, allreduce_hook
 #include "dist/dist.h"               // defines: dist::init_process_group, get_rank, all_reduce, ...
+#include "dist/powersgd_hook.h"      // defines: dist::powerSGD_hook, PowerSGDOptions
 #include "dist/sync_batchnorm.h"     // defines: dist::convert_sync_batchnorm
 #include "launch/spawn.h"            // defines: dist::spawn (run a function on N processes)
 #include "log/profiler_report.h"     // defines: profiler::key_averages, profiler::write_chrome_trace

@@ -132,6 +132,60 @@ void average(const std::string& out, const std::string& hook, const std::string&
                    {{"local", local}, {"average", cat(averages)}});
 }
 
+// A [16, 12] matrix and a [5] vector whose gradients are the slices of the tensor forward is
+// given, as in Weights; in one bucket.
+class MatrixAndBias : public nn::Module {
+public:
+  static constexpr int64_t kNumel = 16 * 12 + 5;
+  MatrixAndBias() {
+    matrix = register_parameter("matrix", zeros({16, 12}));
+    bias = register_parameter("bias", zeros({5}));
+  }
+  Tensor forward(const Tensor& c) override { return (cat({matrix.reshape({-1}), bias}) * c).sum(); }
+  Tensor matrix, bias;
+};
+
+// PowerSGD of rank 1 from the second synchronised backward on, with error feedback or without
+// (`error_feedback` "1" / "0"). Step 1: random gradients (averaged exactly, before compression
+// starts). Step 2: rank-1 matrices u v_r^T with u the same on every rank (so their average is
+// rank 1 and PowerSGD's approximation is exact) and random biases. Steps 3 to 42: the same random
+// G (and bias) on every rank, so each average is G. Rank 0 saves each rank's gradients of steps
+// 1 and 2 ("local1_r<r>", "local2_r<r>"), the averages of steps 1 and 2, G and the sum of the
+// averages of steps 3 to 42 ("sum").
+void powersgd(const std::string& out, const std::string& error_feedback) {
+  const int rank = dist::get_rank(), world = dist::get_world_size();
+  auto weights = std::make_shared<MatrixAndBias>();
+  dist::DistributedDataParallel model(weights);
+  model.register_comm_hook(dist::powerSGD_hook(
+      {.matrix_approximation_rank = 1, .start_powerSGD_iter = 1, .use_error_feedback = error_feedback == "1"}));
+  const auto averages_after = [&](const Tensor& local) {
+    model.zero_grad();
+    model(local).backward();
+    return cat({weights->matrix.grad().reshape({-1}), weights->bias.grad()}).clone();
+  };
+  const auto random_gradients = [](uint64_t seed) {
+    Generator generator(seed);
+    return randn({MatrixAndBias::kNumel}, {}, &generator);
+  };
+  const auto rank_one_gradients = [&](int r) {
+    Generator shared(5), own(50 + static_cast<uint64_t>(r));
+    const Tensor u = randn({16, 1}, {}, &shared), v = randn({1, 12}, {}, &own);
+    return cat({mm(u, v).reshape({-1}), randn({5}, {}, &own)});
+  };
+  nn::StateDict saved;
+  for (int r = 0; r < world; ++r) {
+    saved["local1_r" + std::to_string(r)] = random_gradients(10 + static_cast<uint64_t>(r));
+    saved["local2_r" + std::to_string(r)] = rank_one_gradients(r);
+  }
+  saved["average1"] = averages_after(saved.at("local1_r" + std::to_string(rank)));
+  saved["average2"] = averages_after(saved.at("local2_r" + std::to_string(rank)));
+  saved["G"] = random_gradients(99);
+  Tensor sum = zeros({MatrixAndBias::kNumel});
+  for (int step = 3; step <= 42; ++step) sum.add_(averages_after(saved.at("G")));
+  saved["sum"] = sum;
+  if (rank == 0) save_safetensors(out + "/powersgd.safetensors", saved);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -140,6 +194,7 @@ int main(int argc, char** argv) {
     if (scenario == "train") train_mlp(out, dist::builtin_comm_hook(argument(3)));
     else if (scenario == "custom") custom_hook(out);
     else if (scenario == "average") average(out, argument(3), argument(4), argument(5));
+    else if (scenario == "powersgd") powersgd(out, argument(3));
     else SG_FAIL("unknown scenario '", scenario, "'");
     dist::destroy_process_group();
   });

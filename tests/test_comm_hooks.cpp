@@ -138,6 +138,45 @@ TEST_CASE("a DDP trained with the fp16 hook stays within 16-bit rounding of one 
   }
 }
 
+// The worker's PowerSGD run (tests/dist_worker_comm_hooks.cpp, powersgd) on 2 ranks.
+std::map<std::string, Tensor> powersgd_run(bool error_feedback) {
+  test::TempDir out;
+  const auto result =
+      test::run_ranks(SG_DIST_WORKER_COMM_HOOKS, 2, {"powersgd", out.path(), error_feedback ? "1" : "0"});
+  INFO(result.summary());
+  REQUIRE(result.all_succeeded());
+  return load_safetensors(out.path() + "/powersgd.safetensors").tensors;
+}
+
+TEST_CASE("PowerSGD averages exactly before start_powerSGD_iter, and after it when the average has rank r") {
+  for (bool error_feedback : {true, false}) {
+    CAPTURE(error_feedback);
+    const auto saved = powersgd_run(error_feedback);
+    // Step 1 is before compression starts: the all-reduce's f32 average.
+    CHECK(test::max_abs_diff(saved.at("average1"), (saved.at("local1_r0") + saved.at("local1_r1")) / 2.0) <= 1e-6);
+    // Step 2: rank-1 matrices with one u, so their average is rank 1 and one power iteration
+    // finds it (up to f32 rounding in two products and the orthogonalisation); biases are 1-D,
+    // averaged exactly.
+    CHECK(test::max_abs_diff(saved.at("average2"), (saved.at("local2_r0") + saved.at("local2_r1")) / 2.0) <= 1e-5);
+  }
+}
+
+TEST_CASE("PowerSGD's error feedback carries what a rank-1 approximation missed into later steps") {
+  // 40 steps of the same full-rank G: a rank-1 approximation alone keeps leaving out most of G (relative error
+  // about 0.88 in this run, every step), whereas with the error fed back the sum of the 40
+  // averages misses 40 G only by the last error (0.18 of it in this run).
+  const auto relative_error = [](const std::map<std::string, Tensor>& saved) {
+    const Tensor wanted = saved.at("G").narrow(0, 0, 16 * 12) * 40.0;
+    return (saved.at("sum").narrow(0, 0, 16 * 12) - wanted).norm().item() / wanted.norm().item();
+  };
+  const auto with_feedback = powersgd_run(true);
+  CHECK(relative_error(with_feedback) < 0.4);
+  CHECK(relative_error(powersgd_run(false)) > 0.6);
+  // The bias is 1-D: averaged exactly each step (up to the 40 f32 additions of the sum).
+  CHECK(test::max_abs_diff(with_feedback.at("sum").narrow(0, 16 * 12, 5),
+                           with_feedback.at("G").narrow(0, 16 * 12, 5) * 40.0) <= 1e-4);
+}
+
 TEST_CASE("with find_unused_parameters the hook also sends the buckets of parameters that got no gradient") {
   Tensor used = randn({300}, {}, &test::rng()).requires_grad_(),
          unused = randn({300}, {}, &test::rng()).requires_grad_();
