@@ -67,7 +67,7 @@ public:
     WorkPtr exact_sum = exact.empty() ? nullptr : group.all_reduce(exact_flat, ReduceOp::SUM);
     TensorList ps;
     for (Factors& f : factors) {
-      if (!options_.warm_start) f.q = randn(f.q.sizes(), {f.q.dtype()}, &generator_);
+      if (!options_.warm_start) f.q = random_q(f.q.sizes(), f.q);
       ps.push_back(mm(f.matrix, f.q).reshape({-1}));
     }
     Tensor p_flat = ps.empty() ? Tensor() : cat(ps);
@@ -111,9 +111,14 @@ private:
         if (!compressed(gradient)) continue;
         const int64_t n = gradient.size(0), m = gradient.numel() / n;
         const int64_t r = std::min<int64_t>({options_.matrix_approximation_rank, n, m});
-        entry->second.push_back({gradient.view({n, m}), Tensor(), randn({m, r}, {gradient.dtype()}, &generator_)});
+        entry->second.push_back({gradient.view({n, m}), Tensor(), random_q({m, r}, gradient)});
       }
     return entry->second;
+  }
+
+  // Drawn on the CPU from the shared seed, so that every rank, on any device, starts from the same Q.
+  Tensor random_q(const Shape& shape, const Tensor& like) {
+    return randn(shape, {like.dtype()}, &generator_).to(like.device());
   }
 
   // P summed over the ranks -> orthonormal P -> Q = M^T P summed -> M = P Q^T / world.
