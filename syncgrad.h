@@ -38,7 +38,9 @@
 #include "data/sampler.h"            // defines: SequentialSampler, RandomSampler, BatchSampler
 #include "data/transforms.h"         // defines: ToFloat, Normalize, Compose, RandomTransform
 #include "dist/ddp.h"                // defines: dist::DistributedDataParallel, DDPOptions
+#include "dist/default_hooks.h"      // defines: dist::fp16_compress_hook, bf16_compress_hook, allreduce_hook
 #include "dist/dist.h"               // defines: dist::init_process_group, get_rank, all_reduce, ...
+#include "dist/powersgd_hook.h"      // defines: dist::powerSGD_hook, PowerSGDOptions
 #include "dist/sync_batchnorm.h"     // defines: dist::convert_sync_batchnorm
 #include "launch/spawn.h"            // defines: dist::spawn (run a function on N processes)
 #include "log/profiler_report.h"     // defines: profiler::key_averages, profiler::write_chrome_trace

@@ -59,6 +59,7 @@ struct Config {
   std::string profile;  // directory for the profile of steps 2-6
   double bucket_mb = 25;
   int check_replicas_every = 0;
+  std::string comm_hook = "no";
   std::string amp = "none";     // none, f16 or bf16
   bool amp_debug = false;       // f16: the loss scaler's diagnostics (amp/scaler_diagnostics.h)
   std::string device = "auto";  // auto, cpu or cuda
@@ -136,6 +137,7 @@ int run(const Config& config) {
   options.ddp.trace_path = config.ddp_trace;
   options.ddp.bucket_cap_mb = config.bucket_mb;
   options.ddp.check_replicas_every = config.check_replicas_every;
+  options.comm_hook = config.comm_hook;
   options.sync_batchnorm = config.sync_bn;
   options.mixed_precision = config.amp == "none" ? "no" : config.amp;
   SG_CHECK(!config.amp_debug || config.amp == "f16", "--amp-debug reports on the f16 loss scaler: it needs --amp f16, ",
@@ -331,6 +333,11 @@ int main(int argc, char** argv) {
                "Under sgrun: BatchNorm statistics over all processes' batches (SyncBatchNorm)");
   app.add_option("--bucket-mb", config.bucket_mb, "Under sgrun: DDP's gradient bucket size in MB")
       ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  app.add_option("--comm-hook", config.comm_hook,
+                 "Under sgrun: how DDP sends gradients: no (its f32 average), allreduce (the same, as a hook), "
+                 "fp16 or bf16 (16 bits: half the bytes, rounded; docs/ddp.md)")
+      ->check(CLI::IsMember({"no", "allreduce", "fp16", "bf16"}))
       ->capture_default_str();
   app.add_option(
          "--check-replicas-every", config.check_replicas_every,

@@ -58,6 +58,7 @@ struct AppOptions {
   std::string gradient_accumulation_steps;  // the override trainer_config.gradient_accumulation_steps, when given
   int threads = 1;
   std::string device = "auto";
+  std::string comm_hook = "no";
   bool generate = false;
   std::string prompt;
   std::string snapshot;
@@ -149,6 +150,7 @@ int train(const RunConfig& config, const AppOptions& app) {
   options.amp_diagnostics = trainer.amp_debug;
   options.device = app.device;
   options.gradient_accumulation_steps = trainer.gradient_accumulation_steps;
+  options.comm_hook = app.comm_hook;
   sg::dist::Accelerator accelerator(options);
   if (trainer.use_amp && options.mixed_precision == "no")
     accelerator.print(
@@ -363,6 +365,11 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   cli.add_option("--device", app.device, "auto (the GPU of LOCAL_RANK when CUDA is available), cpu or cuda")
       ->check(CLI::IsMember({"auto", "cpu", "cuda"}))
+      ->capture_default_str();
+  cli.add_option("--comm-hook", app.comm_hook,
+                 "Under sgrun: how DDP sends gradients: no (its f32 average), allreduce (the same, as a hook), "
+                 "fp16 or bf16 (16 bits: half the bytes, rounded; docs/ddp.md)")
+      ->check(CLI::IsMember({"no", "allreduce", "fp16", "bf16"}))
       ->capture_default_str();
   cli.add_flag("--generate", app.generate, "Sample from --snapshot instead of training");
   cli.add_option("--prompt", app.prompt, "--generate: the text to continue");

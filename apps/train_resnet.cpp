@@ -64,6 +64,7 @@ struct Config {
   std::string weights;
   bool freeze_layers = false;
   bool sync_bn = false;
+  std::string comm_hook = "no";
   int64_t image_size = 224;
   double val_fraction = 0.2;
   int workers = 0;
@@ -140,6 +141,7 @@ int run(const Config& config) {
   sg::check_writable_destination("--snapshot", config.snapshot);
   sg::dist::AcceleratorOptions options;
   options.sync_batchnorm = config.sync_bn;
+  options.comm_hook = config.comm_hook;
   options.mixed_precision = config.amp == "none" ? "no" : config.amp;
   SG_CHECK(!config.amp_debug || config.amp == "f16", "--amp-debug reports on the f16 loss scaler: it needs --amp f16, ",
            "got --amp ", config.amp);
@@ -348,6 +350,11 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--workers", config.workers, "Data-loader worker threads (0: load on the training thread)")
       ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  app.add_option("--comm-hook", config.comm_hook,
+                 "Under sgrun: how DDP sends gradients: no (its f32 average), allreduce (the same, as a hook), "
+                 "fp16 or bf16 (16 bits: half the bytes, rounded; docs/ddp.md)")
+      ->check(CLI::IsMember({"no", "allreduce", "fp16", "bf16"}))
       ->capture_default_str();
   app.add_option("--amp", config.amp, "Mixed precision: none, f16 (autocast + loss scaler) or bf16 (autocast)")
       ->check(CLI::IsMember({"none", "f16", "bf16"}))

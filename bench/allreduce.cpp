@@ -1,5 +1,5 @@
-// bench_allreduce: how fast the Gloo process group all-reduces f32 tensors between processes.
-// Run it under the launcher, one process per rank:
+// bench_allreduce: how fast the Gloo process group all-reduces f32 (or, with --dtype, f16 or bf16)
+// tensors between processes. Run it under the launcher, one process per rank:
 //   sgrun --standalone --nproc-per-node 2 build/bench/bench_allreduce --sizes 1,25,100
 // Sizes are in MB of 2^20 bytes (DDP's bucket_cap_mb counts the same way). For each size rank 0
 // prints the median time of --iters all-reduces and two bandwidths, as nccl-tests defines them:
@@ -7,7 +7,7 @@
 //   busbw = algbw * 2 (world - 1) / world      what each link carries in a ring all-reduce, so
 //                                              numbers compare across world sizes
 // (GB/s = 10^9 bytes per second), then one JSON line per size:
-//   {"bench":"allreduce","backend":"gloo","world":2,"mb":25,"ms":...,"algbw_gbs":...,"busbw_gbs":...}
+//   {"bench":"allreduce","backend":"gloo","dtype":"f32","world":2,"mb":25,"ms":...,"algbw_gbs":...,"busbw_gbs":...}
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
@@ -26,6 +26,7 @@ struct Options {
   std::string sizes = "1,25,100";
   int iters = 20;
   int warmup = 3;
+  std::string dtype = "f32";  // f32, f16 or bf16 (DDP's fp16/bf16 compression hooks send 16-bit buckets)
 };
 
 double median(std::vector<double> values) {
@@ -38,12 +39,15 @@ int run(const Options& options) {
   const int world = sg::dist::get_world_size();
   const bool main_process = sg::dist::is_main_process();
   if (main_process)
-    std::printf("all_reduce(SUM) of f32 on %d processes (gloo), median of %d after %d warm-up\n%8s %10s %12s %12s\n",
-                world, options.iters, options.warmup, "MB", "ms", "algbw GB/s", "busbw GB/s");
+    std::printf("all_reduce(SUM) of %s on %d processes (gloo), median of %d after %d warm-up\n%8s %10s %12s %12s\n",
+                options.dtype.c_str(), world, options.iters, options.warmup, "MB", "ms", "algbw GB/s", "busbw GB/s");
   std::vector<std::string> json;
   for (int megabytes : parse_list(options.sizes.c_str())) {
     const int64_t bytes = int64_t{megabytes} << 20;
-    sg::Tensor tensor = sg::randn({bytes / 4});
+    const sg::DType dtype = options.dtype == "f16"    ? sg::DType::f16
+                            : options.dtype == "bf16" ? sg::DType::bf16
+                                                      : sg::DType::f32;
+    sg::Tensor tensor = sg::randn({bytes / static_cast<int64_t>(sg::itemsize(dtype))}).to(dtype);
     std::vector<double> seconds;
     for (int i = 0; i < options.warmup + options.iters; ++i) {
       // Start together, so the time is the all-reduce's own and not a wait for a late rank.
@@ -60,9 +64,9 @@ int run(const Options& options) {
     std::printf("%8d %10.2f %12.3f %12.3f\n", megabytes, time * 1e3, algbw, busbw);
     char line[256];
     std::snprintf(line, sizeof line,
-                  "{\"bench\":\"allreduce\",\"backend\":\"gloo\",\"world\":%d,\"mb\":%d,\"ms\":%.3f,"
+                  "{\"bench\":\"allreduce\",\"backend\":\"gloo\",\"dtype\":\"%s\",\"world\":%d,\"mb\":%d,\"ms\":%.3f,"
                   "\"algbw_gbs\":%.4f,\"busbw_gbs\":%.4f}",
-                  world, megabytes, time * 1e3, algbw, busbw);
+                  options.dtype.c_str(), world, megabytes, time * 1e3, algbw, busbw);
     json.push_back(line);
   }
   for (const std::string& line : json) std::printf("%s\n", line.c_str());
@@ -81,6 +85,9 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--warmup", options.warmup, "Untimed all-reduces first")
       ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  app.add_option("--dtype", options.dtype, "Element type: f32, f16 or bf16")
+      ->check(CLI::IsMember({"f32", "f16", "bf16"}))
       ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
   try {

@@ -67,6 +67,7 @@ struct Options {
   int64_t image_size = 224;     // ResNets: the side of the square images
   double bucket_mb = 25;
   int check_replicas_every = 0;
+  std::string comm_hook = "no";
   std::string device = "auto";
   std::string amp = "no";  // the Accelerator's mixed_precision: no, f16 or bf16
   bool tf32 = false;       // GPU: f32 matrix products and convolutions may round to TF32
@@ -390,6 +391,7 @@ int run(const Options& options) {
   sg::dist::AcceleratorOptions accelerator_options;
   accelerator_options.ddp.bucket_cap_mb = options.bucket_mb;
   accelerator_options.ddp.check_replicas_every = options.check_replicas_every;
+  accelerator_options.comm_hook = options.comm_hook;
   accelerator_options.device = options.device;
   accelerator_options.mixed_precision = options.amp;
   sg::dist::Accelerator accelerator(accelerator_options);
@@ -435,6 +437,11 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--bucket-mb", options.bucket_mb, "Under sgrun: DDP's gradient bucket size in MB")
       ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  app.add_option("--comm-hook", options.comm_hook,
+                 "Under sgrun: how DDP sends gradients: no (its f32 average), allreduce (the same, as a hook), "
+                 "fp16 or bf16 (16 bits: half the bytes, rounded; docs/ddp.md)")
+      ->check(CLI::IsMember({"no", "allreduce", "fp16", "bf16"}))
       ->capture_default_str();
   app.add_option("--check-replicas-every", options.check_replicas_every,
                  "Under sgrun: DDP compares the replicas every N steps (0: never)")

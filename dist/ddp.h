@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "dist/backward_timeline.h"
+#include "dist/comm_hook.h"
 #include "dist/exchange.h"
 #include "dist/process_group.h"
 #include "dist/reducer.h"
@@ -74,6 +75,12 @@ public:
     end_forward(tensors_of(outputs));
     return outputs;
   }
+
+  // Replaces the all-reduce of each gradient bucket with `hook` (PyTorch's register_comm_hook;
+  // built-in hooks in dist/default_hooks.h: fp16_compress_hook sends half the bytes). Call it
+  // once, on every rank with the same hook, before the first synchronised backward; an sg::Error
+  // otherwise. Note [Communication hooks] in dist/reducer.cpp, docs/ddp.md.
+  void register_comm_hook(CommHook hook) { reducer_->register_comm_hook(std::move(hook)); }
 
   nn::Module& module() const { return *module_; }
   const Reducer& reducer() const { return *reducer_; }

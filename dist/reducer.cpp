@@ -21,6 +21,17 @@
 //   - another tensor (given with set_grad): copied and re-pointed the same way.
 // Optimizers, clip_grad_norm_, the loss scaler and Module::load_state_dict write into .grad (or
 // the parameter) in place and never replace it, so .grad stays a view between steps.
+//
+// Note [Communication hooks]
+// What happens to a full bucket is replaceable, as in PyTorch: a hook registered with
+// DistributedDataParallel::register_comm_hook gets the bucket (dist/comm_hook.h) in place of
+// the all-reduce with AVG, and returns a Work that finalize() waits for like the all-reduce's.
+// Its wait() must leave the average in the bucket, where .grad reads it. The hook is called
+// where the all-reduce would be issued — strictly in bucket order, once per bucket, only in
+// synchronised backwards (no_sync never reaches it) and, with find_unused_parameters, for the
+// buckets finalize() completes too — so it may issue collectives of its own and every rank
+// still issues them in the same order. It is fixed before the first synchronised backward so
+// that every average of a run came from the same hook.
 #include "dist/reducer.h"
 
 #include <algorithm>
@@ -103,6 +114,19 @@ void Reducer::set_observer(std::shared_ptr<ReducerObserver> observer) {
   observer_ = observer ? std::move(observer) : std::make_shared<ReducerObserver>();
 }
 
+// Note [Communication hooks]
+void Reducer::register_comm_hook(CommHook hook) {
+  SG_CHECK(hook != nullptr, "DistributedDataParallel (rank ", group_.rank(), "): register_comm_hook got an empty hook");
+  SG_CHECK(comm_hook_ == nullptr, "DistributedDataParallel (rank ", group_.rank(),
+           "): register_comm_hook can only be called once; this DDP already has a communication hook");
+  SG_CHECK(synchronised_backwards_ == 0 && !finalize_queued_,  // finalize_queued_: one is under way
+           "DistributedDataParallel (rank ", group_.rank(),
+           "): register_comm_hook must be called before the first synchronised backward, so that every "
+           "gradient average of the run comes from the same hook (",
+           synchronised_backwards_, " have finished); register it right after constructing DDP");
+  comm_hook_ = std::move(hook);
+}
+
 void Reducer::prepare_for_backward(bool sync) {
   sync_ = sync;
   expecting_backward_ = true;
@@ -172,9 +196,22 @@ bool Reducer::was_nonfinite_before_average(const Tensor& param) const {
 
 void Reducer::launch_ready_buckets() {
   while (next_bucket_to_launch_ < buckets_.size() && buckets_[next_bucket_to_launch_].pending == 0) {
-    Bucket& bucket = buckets_[next_bucket_to_launch_++];
-    bucket.work = group_.all_reduce(bucket.buffer, ReduceOp::AVG);
+    const size_t b = next_bucket_to_launch_++;
+    buckets_[b].work = comm_hook_ ? run_comm_hook(b) : group_.all_reduce(buckets_[b].buffer, ReduceOp::AVG);
   }
+}
+
+// Note [Communication hooks]
+WorkPtr Reducer::run_comm_hook(size_t b) {
+  const Bucket& bucket = buckets_[b];
+  TensorList parameters;
+  for (size_t p : bucket.params) parameters.push_back(params_[p]);
+  GradBucket grad_bucket(b, buckets_.size(), bucket.buffer, std::move(parameters), bucket.views);
+  WorkPtr work = comm_hook_(group_, grad_bucket);
+  SG_CHECK(work != nullptr, "DistributedDataParallel (rank ", group_.rank(), "): the communication hook returned no ",
+           "Work for bucket ", b, " (", bucket.buffer.numel(), " gradient values); it must return the Work whose ",
+           "wait() leaves their average in bucket.buffer()");
+  return work;
 }
 
 // Runs after backward's last node, and after DDP's own end-of-backward callback (the buffer

@@ -1,8 +1,8 @@
 #pragma once
 // defines: dist::Reducer, Bucket, ReducerObserver, assign_buckets —
 //          DDP's gradient machinery: buckets whose slices are the parameters' .grad, the
-//          "gradient ready" hooks, the asynchronous all-reduces that overlap backward, and the
-//          wait for them at the end of backward. docs/ddp.md tells the story.
+//          "gradient ready" hooks, the asynchronous all-reduces (or communication hooks) that
+//          overlap backward, and the wait for them at the end of backward. docs/ddp.md tells the story.
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "core/tensor.h"
+#include "dist/comm_hook.h"
 #include "dist/process_group.h"
 
 namespace sg::dist {
@@ -26,7 +27,7 @@ struct Bucket {
   Tensor buffer;               // flat, one dtype, all-reduced in place
   TensorList views;            // per parameter: its slice of `buffer`, shaped like it, which becomes its .grad
   size_t pending = 0;          // gradients not yet in the bucket during this backward
-  WorkPtr work;                // the all-reduce in flight, once launched
+  WorkPtr work;                // the all-reduce (or the communication hook's Work) in flight, once launched
 };
 
 // Bucket assignment, PyTorch's rule: walk the parameters in registration order, each dtype
@@ -58,6 +59,10 @@ public:
           bool find_unused_parameters);
   void install_hooks();
   void set_observer(std::shared_ptr<ReducerObserver> observer);
+  // Note [Communication hooks] in dist/reducer.cpp: from the next synchronised backward on, each
+  // bucket goes through `hook` instead of an all-reduce with AVG. Once only, before the first
+  // synchronised backward (DistributedDataParallel::register_comm_hook).
+  void register_comm_hook(CommHook hook);
 
   // Called by DDP's forward before every backward that should synchronise: forgets the state
   // of the previous backward. With `sync` false (no_sync), hooks leave gradients local.
@@ -91,6 +96,7 @@ private:
   void slot_filled(size_t bucket);
   void check_nonfinite(const Bucket& bucket);
   void launch_ready_buckets();
+  WorkPtr run_comm_hook(size_t bucket);
   void finalize();  // queued at the end of backward
   void finish_with_every_parameter_used(const std::vector<size_t>& unused);
   void finish_with_unused_parameters(const std::vector<size_t>& unused);
@@ -112,6 +118,7 @@ private:
   bool check_nonfinite_before_average_ = false;
   std::vector<size_t> nonfinite_before_average_;  // parameters, this backward, with the check on
   std::shared_ptr<ReducerObserver> observer_ = std::make_shared<ReducerObserver>();
+  CommHook comm_hook_;  // empty: each bucket is all-reduced with AVG
 };
 
 }  // namespace sg::dist

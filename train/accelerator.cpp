@@ -13,6 +13,7 @@
 #include "core/generator.h"
 #include "data/distributed_batch_sampler.h"
 #include "data/distributed_sampler.h"
+#include "dist/default_hooks.h"
 #include "dist/dist.h"
 #include "dist/environment.h"
 #include "dist/sync_batchnorm.h"
@@ -177,6 +178,7 @@ Accelerator::Accelerator(const AcceleratorOptions& options)
   SG_CHECK(!options_.amp_diagnostics || options_.mixed_precision == "f16",
            "Accelerator: amp_diagnostics reports on the f16 loss scaler, but mixed_precision is \"",
            options_.mixed_precision, "\"; use \"f16\" (bf16 has f32's range: it neither overflows nor needs a scaler)");
+  comm_hook_ = builtin_comm_hook(options_.comm_hook);  // an unknown name fails here, before any model
   SG_CHECK(options_.gradient_accumulation_steps >= 1,
            "Accelerator: gradient_accumulation_steps must be at least 1, got ", options_.gradient_accumulation_steps);
   device_ = accelerator_device(options_.device);
@@ -225,6 +227,7 @@ std::shared_ptr<nn::Module> Accelerator::prepare(std::shared_ptr<nn::Module> mod
   DDPOptions ddp_options = options_.ddp;
   ddp_options.find_nonfinite_origin = ddp_options.find_nonfinite_origin || options_.amp_diagnostics;
   auto ddp = std::make_shared<DistributedDataParallel>(std::move(model), ddp_options);
+  if (comm_hook_) ddp->register_comm_hook(comm_hook_);
   ddp_models_.push_back(ddp);
   // After DDP's construction, which gave every rank rank 0's parameters and buffers.
   if (check_.active() && is_main_process()) optim::save_checkpoint(check_.output + ".initial", ddp->module());

@@ -65,6 +65,11 @@ struct AcceleratorOptions {
   // scaler().diagnostics() holds the underflow fractions and the scale history; end_training()
   // prints which parameters would be safer in f32 or bf16.
   bool amp_diagnostics = false;
+  // The communication hook of the models prepare() wraps in DDP (Accelerate's
+  // DistributedDataParallelKwargs comm_hook): "no" (DDP's own f32 average), "allreduce" (the same,
+  // through a hook), "fp16" or "bf16" (gradients sent in 16 bits: half the bytes, rounded;
+  // dist/default_hooks.h, docs/ddp.md).
+  std::string comm_hook = "no";
   // Where the model, the batches and the gradient all-reduce live. "auto": the GPU of this
   // process's LOCAL_RANK when CUDA is available, else the CPU (when the program joined a process
   // group itself: that group's device); "cpu"; "cuda": the GPU of LOCAL_RANK, an error naming the
@@ -284,6 +289,7 @@ private:
   Device device_ = Device::cpu();
   bool owns_group_ = false;
   amp::GradScaler scaler_;
+  CommHook comm_hook_;  // options_.comm_hook's, empty for "no"
   optim::Optimizer* optimizer_ = nullptr;
   optim::LRScheduler* scheduler_ = nullptr;
   LoaderTracker loaders_;  // the prepared loaders and the batch in progress

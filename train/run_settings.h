@@ -14,7 +14,7 @@ namespace sg::dist {
 
 struct AcceleratorOptions;
 
-// mixed_precision, gradient_accumulation_steps, split_batches, even_batches, sync_batchnorm as
+// mixed_precision, comm_hook, gradient_accumulation_steps, split_batches, even_batches, sync_batchnorm as
 // "accelerator.<option>". Its DDPOptions are DDP's own to compare; its device may differ (one GPU per rank).
 RunFingerprint accelerator_settings(const AcceleratorOptions& options);
 
