@@ -38,14 +38,6 @@ EnvLookup or_getenv(const EnvLookup& lookup) {
   };
 }
 
-// Parses the whole of `text` (no sign, space or suffix left over) or returns false.
-template <typename Number>
-bool parse_whole(std::string_view text, Number& value) {
-  const char* end = text.data() + text.size();
-  const auto parsed = std::from_chars(text.data(), end, value);
-  return !text.empty() && parsed.ec == std::errc() && parsed.ptr == end;
-}
-
 int parse_int(const char* name, const std::string& value) {
   int parsed = 0;
   SG_CHECK(parse_whole(value, parsed), "distributed environment: ", name, "='", value, "' is not a whole number");

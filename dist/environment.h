@@ -4,12 +4,23 @@
 //          timeout_from_environment — SG_DIST_TIMEOUT; the other switches (SG_DIST_DEBUG,
 //          SG_STORE_TOKEN, SG_SHM_ALLREDUCE, GLOO_SOCKET_IFNAME); loopback_master_warning — a
 //          MASTER_ADDR that other machines cannot reach. The one place dist/ reads the environment.
+#include <charconv>
 #include <chrono>
 #include <functional>
 #include <optional>
 #include <string>
+#include <string_view>
 
 namespace sg::dist {
+
+// Parses the whole of `text` as a number (no space or suffix left over) or returns false: how the
+// variables read here are parsed, and the Accelerator's SG_VERIFY_* (train/data_parallel_check.h).
+template <typename Number>
+bool parse_whole(std::string_view text, Number& value) {
+  const char* end = text.data() + text.size();
+  const auto parsed = std::from_chars(text.data(), end, value);
+  return !text.empty() && parsed.ec == std::errc() && parsed.ptr == end;
+}
 
 struct LaunchEnvironment {
   int rank = 0;

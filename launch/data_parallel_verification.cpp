@@ -19,14 +19,12 @@ namespace sg::dist {
 
 namespace {
 
-// The largest |a - b| over the elements of two tensors of one shape, in f64.
+// The largest |x| over the elements of `t`, in f64; 0 for an empty tensor.
+double largest_magnitude(const Tensor& t) { return t.numel() == 0 ? 0 : t.to(DType::f64).abs().max().item(); }
+
+// The largest |a - b| over the elements of two tensors of one shape.
 double largest_difference(const Tensor& a, const Tensor& b) {
-  const Tensor x = a.to(DType::f64).contiguous(), y = b.to(DType::f64).contiguous();
-  const double* p = x.data_ptr<double>();
-  const double* q = y.data_ptr<double>();
-  double largest = 0;
-  for (int64_t i = 0; i < x.numel(); ++i) largest = std::max(largest, std::abs(p[i] - q[i]));
-  return largest;
+  return largest_magnitude(a.to(DType::f64) - b.to(DType::f64));
 }
 
 const Tensor& tensor_of(const std::map<std::string, Tensor>& state, const std::string& name, const Tensor& initial,
@@ -36,14 +34,6 @@ const Tensor& tensor_of(const std::map<std::string, Tensor>& state, const std::s
   SG_CHECK(found->second.sizes() == initial.sizes(), "sgrun --verify: ", name, " has shape ",
            shape_str(found->second.sizes()), " after the ", run, " run, ", shape_str(initial.sizes()), " initially");
   return found->second;
-}
-
-double largest_magnitude(const Tensor& t) {
-  const Tensor x = t.to(DType::f64).contiguous();
-  const double* p = x.data_ptr<double>();
-  double largest = 0;
-  for (int64_t i = 0; i < x.numel(); ++i) largest = std::max(largest, std::abs(p[i]));
-  return largest;
 }
 
 constexpr double kNegligible = 1e-6;  // ~8 units in the last place of an f32

@@ -1,9 +1,9 @@
 #include "train/data_parallel_check.h"
 
-#include <charconv>
 #include <cstdlib>
 
 #include "core/error.h"
+#include "dist/environment.h"
 
 namespace sg::dist {
 
@@ -11,10 +11,8 @@ namespace {
 
 int64_t positive_whole_number(const std::string& name, const std::string& text) {
   int64_t value = 0;
-  const char* end = text.data() + text.size();
-  const auto parsed = std::from_chars(text.data(), end, value);
-  SG_CHECK(!text.empty() && parsed.ec == std::errc() && parsed.ptr == end && value > 0, "sgrun --verify: ", name, "='",
-           text, "' is not a positive whole number");
+  SG_CHECK(parse_whole(text, value) && value > 0, "sgrun --verify: ", name, "='", text,
+           "' is not a positive whole number");
   return value;
 }
 
