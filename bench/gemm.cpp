@@ -1,9 +1,16 @@
 // GEMM throughput: syncgrad's matmul (public API) against the BLAS kernel it chose for this CPU
-// called directly (core/cpu/blas.h) and against Eigen's own product, f32 square n x n, on 1 and 2 threads, all measured
-// in one run and interleaved so that load from other processes hits every implementation alike. Prints a table, then
-// one JSON object per measurement. docs/performance.md explains the numbers.
+// called directly (core/cpu/blas.h), against Eigen's own product and, when Debian's BLIS is
+// installed (libblis4-openmp), against BLIS's — f32 C = A B on square sizes and on the shapes of
+// gpt-mini's linear layers, on 1 and 2 threads, all measured in one run and interleaved so that
+// load from other processes hits every implementation alike. Prints a table, then one JSON object
+// per measurement. docs/performance.md explains the numbers.
 //
-//   ./build/bench/bench_gemm [--sizes 256,512,1024,2048] [--threads 1,2]
+//   ./build/bench/bench_gemm [--sizes 256,512,1024,2048] [--shapes 4096x576x192,...] [--threads 1,2]
+//
+// A shape is M x N x K: A is M x K, B is K x N. --sizes and --shapes each replace their half of
+// the default list.
+#include <dlfcn.h>
+
 #include <Eigen/Core>  // defines: Eigen::MatrixXf
 
 #include <algorithm>
@@ -16,6 +23,8 @@
 #include <sstream>
 #include <string>
 #include <vector>
+
+#include <cblas.h>  // declares: cblas_sgemm (BLIS's is looked up with dlsym)
 
 #include "core/cpu/blas.h"  // defines: blas_sgemm, blas_description
 #include "parse_list.h"
@@ -96,9 +105,65 @@ std::string load_average() {
   return one_minute.empty() ? "unknown" : one_minute;
 }
 
+struct GemmShape {
+  int m, n, k;
+  std::string str() const { return std::to_string(m) + "x" + std::to_string(n) + "x" + std::to_string(k); }
+};
+
+// "4096x576x192,192x768x4096" -> shapes (M x N x K).
+std::vector<GemmShape> parse_shapes(const char* text) {
+  std::vector<GemmShape> shapes;
+  std::stringstream stream(text);
+  std::string item;
+  while (std::getline(stream, item, ',')) {
+    GemmShape shape{};
+    char x1 = 0, x2 = 0;
+    std::stringstream fields(item);
+    if (!(fields >> shape.m >> x1 >> shape.n >> x2 >> shape.k) || x1 != 'x' || x2 != 'x') {
+      std::fprintf(stderr, "--shapes: '%s' is not MxNxK\n", item.c_str());
+      std::exit(2);
+    }
+    shapes.push_back(shape);
+  }
+  return shapes;
+}
+
+// gpt-mini (6 layers, 6 heads, 192 wide) at batch 32, block 128: 4096 tokens through the
+// attention's QKV and output projections and the MLP's two layers (forward and input gradient),
+// and a weight gradient, whose sum runs over the 4096 tokens.
+const std::vector<GemmShape> kGptMiniShapes{
+    {4096, 576, 192}, {4096, 192, 192}, {4096, 768, 192}, {4096, 192, 768}, {192, 768, 4096}};
+
+// Debian's BLIS, loaded beside OpenBLAS when it is installed: its CBLAS sgemm and thread count.
+struct Blis {
+  decltype(&cblas_sgemm) sgemm = nullptr;
+  void (*set_num_threads)(long) = nullptr;
+  std::string description = "not installed (apt-get install libblis4-openmp)";
+};
+
+Blis load_blis() {
+  Blis blis;
+  void* library = ::dlopen("libblis.so.4", RTLD_NOW | RTLD_LOCAL);
+  if (library == nullptr) return blis;
+  blis.sgemm = reinterpret_cast<decltype(&cblas_sgemm)>(::dlsym(library, "cblas_sgemm"));
+  blis.set_num_threads = reinterpret_cast<void (*)(long)>(::dlsym(library, "bli_thread_set_num_threads"));
+  const auto version = reinterpret_cast<const char* (*)()>(::dlsym(library, "bli_info_get_version_str"));
+  const auto arch_id = reinterpret_cast<int (*)()>(::dlsym(library, "bli_arch_query_id"));
+  const auto arch_name = reinterpret_cast<const char* (*)(int)>(::dlsym(library, "bli_arch_string"));
+  if (blis.sgemm == nullptr || blis.set_num_threads == nullptr) {
+    blis = {};
+    blis.description = "libblis.so.4 lacks cblas_sgemm or bli_thread_set_num_threads";
+    return blis;
+  }
+  blis.description = std::string("BLIS ") + (version ? version() : "?") + ", kernels " +
+                     (arch_id && arch_name ? arch_name(arch_id()) : "?") + " (its own choice for this CPU)";
+  return blis;
+}
+
 struct Result {
   std::string impl;
-  int n, threads;
+  GemmShape shape;
+  int threads;
   double gflops;
 };
 
@@ -106,57 +171,74 @@ struct Result {
 
 int main(int argc, char** argv) {
   std::vector<int> sizes{256, 512, 1024, 2048}, thread_counts{1, 2};
+  std::vector<GemmShape> shapes = kGptMiniShapes;
   for (int i = 1; i + 1 < argc; i += 2) {
     if (std::strcmp(argv[i], "--sizes") == 0) sizes = parse_list(argv[i + 1]);
+    else if (std::strcmp(argv[i], "--shapes") == 0) shapes = parse_shapes(argv[i + 1]);
     else if (std::strcmp(argv[i], "--threads") == 0) thread_counts = parse_list(argv[i + 1]);
   }
+  std::vector<GemmShape> all_shapes;
+  for (int n : sizes) all_shapes.push_back({n, n, n});
+  all_shapes.insert(all_shapes.end(), shapes.begin(), shapes.end());
+
   constexpr int kSamples = 7;
   const Peak peak = read_peak();
+  const Blis blis = load_blis();
   std::printf("CPU: %s, %.2f GHz (cpu MHz), %s = %d f32 FLOPs/cycle/core\n", peak.model.c_str(), peak.ghz,
               peak.isa.c_str(), peak.flops_per_cycle);
   std::printf("BLAS: %s\n", sg::cpu::blas_description().c_str());
+  std::printf("BLIS: %s\n", blis.description.c_str());
   if (!sg::cpu::blas_available()) {
     std::printf("no BLAS library to time directly: syncgrad's GEMM is Eigen's here\n");
     return 1;
   }
-  std::printf("f32 C = A B, n x n, median of %d samples; GFLOP/s = 2 n^3 / seconds\n", kSamples);
+  std::printf("f32 C = A B, M x N x K, median of %d samples; GFLOP/s = 2 M N K / seconds\n", kSamples);
   std::printf("load average (1 min) at start: %s\n\n", load_average().c_str());
 
+  std::vector<std::string> impls{"syncgrad", "openblas", "eigen"};
+  if (blis.sgemm != nullptr) impls.push_back("blis");
   std::vector<Result> results;
   for (int threads : thread_counts) {
     sg::set_num_threads(threads);
-    for (int n : sizes) {
+    if (blis.sgemm != nullptr) blis.set_num_threads(threads);
+    for (const GemmShape& shape : all_shapes) {
+      const int m = shape.m, n = shape.n, k = shape.k;
       sg::Generator generator(42);
-      const sg::Tensor a = sg::randn({n, n}, {}, &generator), b = sg::randn({n, n}, {}, &generator);
-      std::vector<float> c(static_cast<size_t>(n) * n);
-      const Eigen::MatrixXf ea = Eigen::MatrixXf::Random(n, n), eb = Eigen::MatrixXf::Random(n, n);
-      Eigen::MatrixXf ec(n, n);
+      const sg::Tensor a = sg::randn({m, k}, {}, &generator), b = sg::randn({k, n}, {}, &generator);
+      std::vector<float> c(static_cast<size_t>(m) * n);
+      const Eigen::MatrixXf ea = Eigen::MatrixXf::Random(m, k), eb = Eigen::MatrixXf::Random(k, n);
+      Eigen::MatrixXf ec(m, n);
       const float* pa = a.data_ptr<float>();
       const float* pb = b.data_ptr<float>();
       std::map<std::string, Timer> timers;
       timers["openblas"].fn = [&] {
-        sg::cpu::blas_sgemm(false, false, n, n, n, 1.0f, pa, n, pb, n, 0.0f, c.data(), n);
+        sg::cpu::blas_sgemm(false, false, m, n, k, 1.0f, pa, k, pb, n, 0.0f, c.data(), n);
       };
       timers["syncgrad"].fn = [&] { sg::matmul(a, b); };
       timers["eigen"].fn = [&] { ec.noalias() = ea * eb; };
+      if (blis.sgemm != nullptr)
+        timers["blis"].fn = [&] {
+          blis.sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, n, k, 1.0f, pa, k, pb, n, 0.0f, c.data(), n);
+        };
       for (auto& [name, timer] : timers) timer.calibrate();
       for (int s = 0; s < kSamples; ++s)
         for (auto& [name, timer] : timers) timer.sample();
-      const double flops = 2.0 * n * n * static_cast<double>(n);
-      for (const char* impl : {"syncgrad", "openblas", "eigen"})
-        results.push_back({impl, n, threads, flops / timers[impl].median() / 1e9});
+      const double flops = 2.0 * m * n * static_cast<double>(k);
+      for (const std::string& impl : impls)
+        results.push_back({impl, shape, threads, flops / timers[impl].median() / 1e9});
     }
   }
 
-  const auto openblas_gflops = [&](int n, int threads) {
+  const auto openblas_gflops = [&](const GemmShape& shape, int threads) {
     for (const Result& r : results)
-      if (r.impl == "openblas" && r.n == n && r.threads == threads) return r.gflops;
+      if (r.impl == "openblas" && r.shape.str() == shape.str() && r.threads == threads) return r.gflops;
     return 0.0;
   };
-  std::printf("%-9s %5s %7s %10s %14s %10s %8s\n", "impl", "n", "threads", "GFLOP/s", "vs OpenBLAS", "peak", "of peak");
+  std::printf("%-9s %16s %7s %10s %14s %10s %8s\n", "impl", "M x N x K", "threads", "GFLOP/s", "vs OpenBLAS", "peak",
+              "of peak");
   for (const Result& r : results)
-    std::printf("%-9s %5d %7d %10.1f %13.1f%% %10.0f %7.1f%%\n", r.impl.c_str(), r.n, r.threads, r.gflops,
-                100 * r.gflops / openblas_gflops(r.n, r.threads), peak.gflops(r.threads),
+    std::printf("%-9s %16s %7d %10.1f %13.1f%% %10.0f %7.1f%%\n", r.impl.c_str(), r.shape.str().c_str(), r.threads,
+                r.gflops, 100 * r.gflops / openblas_gflops(r.shape, r.threads), peak.gflops(r.threads),
                 100 * r.gflops / peak.gflops(r.threads));
   std::printf("load average (1 min) at end: %s\n\n", load_average().c_str());
   for (int threads : thread_counts)
@@ -165,11 +247,12 @@ int main(int argc, char** argv) {
         "\n",
         threads, peak.model.c_str(), peak.ghz, peak.flops_per_cycle, peak.gflops(threads));
   for (const Result& r : results) {
-    const double reference = openblas_gflops(r.n, r.threads);
+    const double reference = openblas_gflops(r.shape, r.threads);
     std::printf(
-        "{\"bench\":\"gemm\",\"impl\":\"%s\",\"n\":%d,\"threads\":%d,\"gflops\":%.2f,\"openblas_gflops\":%.2f,"
-        "\"ratio\":%.4f,\"peak_gflops\":%.1f}\n",
-        r.impl.c_str(), r.n, r.threads, r.gflops, reference, r.gflops / reference, peak.gflops(r.threads));
+        "{\"bench\":\"gemm\",\"impl\":\"%s\",\"m\":%d,\"n\":%d,\"k\":%d,\"threads\":%d,\"gflops\":%.2f,"
+        "\"openblas_gflops\":%.2f,\"ratio\":%.4f,\"peak_gflops\":%.1f}\n",
+        r.impl.c_str(), r.shape.m, r.shape.n, r.shape.k, r.threads, r.gflops, reference, r.gflops / reference,
+        peak.gflops(r.threads));
   }
   return 0;
 }
