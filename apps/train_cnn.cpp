@@ -200,7 +200,7 @@ int run(const Config& config) {
   if (scaler.is_enabled()) log_columns.insert(log_columns.end(), {"scale", "skipped_steps"});
   sg::data::MetricsLog log(accelerator.is_main_process() ? config.log : "", log_columns);
   std::FILE* progress_out = accelerator.is_main_process() ? stderr : nullptr;
-  sg::dist::NonfiniteLossGuard nonfinite_guard(config.max_nonfinite_steps, "--max-nonfinite-steps");
+  sg::dist::NonfiniteLossGuard nonfinite_guard(config.max_nonfinite_steps, "--max-nonfinite-steps", &accelerator);
   sg::profiler::StepProfiler profiler(config.profile, accelerator.process_index(), accelerator.num_processes());
   sg::dist::report_steps_across_ranks(profiler, config.profile);  // DIR/step_report.txt under sgrun
   for (int epoch = start_epoch; epoch < config.epochs; ++epoch) {
@@ -220,6 +220,7 @@ int run(const Config& config) {
       const double loss_value = loss.item();
       const int64_t images = batch.input.size(0) * accelerator.num_processes();
       if (!accelerator.sync_gradients()) {  // the gradients add up until the accumulation's last micro-batch
+        nonfinite_guard.add_micro_batch_loss(loss_value);
         bar.update(0, images, {{"loss", loss_value}});
         continue;
       }

@@ -235,7 +235,7 @@ int train(const RunConfig& config, const AppOptions& app) {
   const sg::TensorList params = model->parameters();
   const int64_t tokens_per_step = trainer.batch_size * gpt_config.block_size * accelerator.num_processes() *
                                   accelerator.gradient_accumulation_steps();
-  sg::dist::NonfiniteLossGuard nonfinite_guard(app.max_nonfinite_steps, "--max-nonfinite-steps");
+  sg::dist::NonfiniteLossGuard nonfinite_guard(app.max_nonfinite_steps, "--max-nonfinite-steps", &accelerator);
   sg::profiler::StepProfiler profiler(app.profile, accelerator.process_index(), accelerator.num_processes());
   sg::dist::report_steps_across_ranks(profiler, app.profile);                   // DIR/step_report.txt under sgrun
   for (int64_t epoch = epochs_run + 1; epoch <= trainer.max_epochs; ++epoch) {  // 1-based, as the recipe
@@ -255,6 +255,7 @@ int train(const RunConfig& config, const AppOptions& app) {
       loss_value = loss.item();  // this rank's micro-batch's mean (backward weighs a copy)
       const int64_t tokens = batch.input.size(0) * gpt_config.block_size * accelerator.num_processes();
       if (!accelerator.sync_gradients()) {  // the gradients add up until the accumulation's last micro-batch
+        nonfinite_guard.add_micro_batch_loss(loss_value);
         bar.update(0, tokens, {{"loss", loss_value}});
         continue;
       }

@@ -233,7 +233,7 @@ int run(const Config& config) {
       mfu.peak_note());
 
   std::FILE* progress_out = is_main ? stderr : nullptr;
-  sg::dist::NonfiniteLossGuard nonfinite_guard(config.max_nonfinite_steps, "--max-nonfinite-steps");
+  sg::dist::NonfiniteLossGuard nonfinite_guard(config.max_nonfinite_steps, "--max-nonfinite-steps", &accelerator);
   sg::profiler::StepProfiler profiler(config.profile, accelerator.process_index(), accelerator.num_processes());
   sg::dist::report_steps_across_ranks(profiler, config.profile);  // DIR/step_report.txt under sgrun
   for (int epoch = start_epoch; epoch < config.epochs; ++epoch) {
@@ -254,7 +254,10 @@ int run(const Config& config) {
       loss_sum += loss_value;
       const bool ends_step = accelerator.sync_gradients();
       bar.update(ends_step ? 1 : 0, batch.input.size(0) * accelerator.num_processes(), {{"loss", loss_value}});
-      if (!ends_step) continue;  // the gradients add up until the accumulation's last micro-batch
+      if (!ends_step) {  // the gradients add up until the accumulation's last micro-batch
+        nonfinite_guard.add_micro_batch_loss(loss_value);
+        continue;
+      }
       accelerator.step(optimizer);
       accelerator.zero_grad(optimizer);
       ++step;

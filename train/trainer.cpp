@@ -134,7 +134,7 @@ Trainer::Trainer(std::shared_ptr<nn::Module> model, TrainingArguments args,
     : args_(std::move(args)),
       hooks_(std::move(hooks)),
       accelerator_(accelerator_options(args_)),
-      nonfinite_guard_(args_.max_nonfinite_steps, "TrainingArguments.max_nonfinite_steps") {
+      nonfinite_guard_(args_.max_nonfinite_steps, "TrainingArguments.max_nonfinite_steps", &accelerator_) {
   SG_CHECK(model != nullptr, "Trainer: the model is null");
   SG_CHECK(train_dataset != nullptr && train_dataset->size() > 0, "Trainer: train_dataset is null or empty");
   SG_CHECK(eval_dataset == nullptr || eval_dataset->size() > 0, "Trainer: eval_dataset is empty");
