@@ -44,8 +44,8 @@ constexpr char kOn = '1', kOff = '0', kReady = '1', kFailed = 'F';
 
 }  // namespace
 
-std::unique_ptr<HierarchicalAllReduce> HierarchicalAllReduce::connect(TcpStore& store, int rank, int size,
-                                                                      bool enabled, const ConnectGloo& connect_gloo,
+std::unique_ptr<HierarchicalAllReduce> HierarchicalAllReduce::connect(TcpStore& store, int rank, int size, bool enabled,
+                                                                      const ConnectGloo& connect_gloo,
                                                                       SharedMemoryAllReduce::Unavailable& why_not) {
   // 1. Every rank's machine, and the machines in the order of their lowest rank.
   publish(store, "hier/machine/" + std::to_string(rank), enabled ? kOn + machine_identity() : std::string(1, kOff));
@@ -53,7 +53,9 @@ std::unique_ptr<HierarchicalAllReduce> HierarchicalAllReduce::connect(TcpStore& 
   for (int r = 0; r < size; ++r) {
     machine_of.push_back(text_of(store.get("hier/machine/" + std::to_string(r))));
     if (machine_of.back().empty() || machine_of.back()[0] != kOn) {
-      why_not = {detail::concat("rank ", r, ": it is turned off there (SG_HIERARCHICAL_ALLREDUCE=0 or SG_SHM_ALLREDUCE=0)"), false};
+      why_not = {
+          detail::concat("rank ", r, ": it is turned off there (SG_HIERARCHICAL_ALLREDUCE=0 or SG_SHM_ALLREDUCE=0)"),
+          false};
       return nullptr;
     }
   }
@@ -68,7 +70,8 @@ std::unique_ptr<HierarchicalAllReduce> HierarchicalAllReduce::connect(TcpStore& 
                false};
     return nullptr;
   }
-  const auto machine = static_cast<int>(std::find(machines.begin(), machines.end(), machine_of[rank]) - machines.begin());
+  const auto machine =
+      static_cast<int>(std::find(machines.begin(), machines.end(), machine_of[rank]) - machines.begin());
   const auto local_rank = static_cast<int>(std::find(here.begin(), here.end(), rank) - here.begin());
   std::unique_ptr<HierarchicalAllReduce> self(new HierarchicalAllReduce);
   self->machines_ = static_cast<int>(machines.size());
@@ -78,9 +81,8 @@ std::unique_ptr<HierarchicalAllReduce> HierarchicalAllReduce::connect(TcpStore& 
   std::string ready(1, kReady);
   if (here.size() >= 2) {
     SharedMemoryAllReduce::Unavailable local_why_not;
-    self->machine_ =
-        SharedMemoryAllReduce::connect(store, local_rank, static_cast<int>(here.size()), true, local_why_not,
-                                       detail::concat("hier/shm/", machine, "/"), here);
+    self->machine_ = SharedMemoryAllReduce::connect(store, local_rank, static_cast<int>(here.size()), true,
+                                                    local_why_not, detail::concat("hier/shm/", machine, "/"), here);
     if (!self->machine_) ready = kFailed + local_why_not.reason;
   }
   publish(store, "hier/ready/" + std::to_string(rank), ready);
@@ -103,7 +105,8 @@ void HierarchicalAllReduce::all_reduce(void* data, size_t count, size_t element_
   // One deadline for the three stages, so the collective fails within the group's timeout.
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   const auto time_left = [&] {
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    const auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
     return std::max(left, std::chrono::milliseconds(1));
   };
   if (machine_) machine_->all_reduce(data, count, element_size, reduce, timeout);

@@ -23,8 +23,7 @@ public:
   // Makes a Gloo context of `size` ranks (this one `rank`) whose rendezvous keys start with
   // `key_prefix`: ProcessGroupGloo's own way of connecting, handed in so that this file needs
   // none of Gloo's transport.
-  using ConnectGloo =
-      std::function<std::shared_ptr<gloo::Context>(const std::string& key_prefix, int rank, int size)>;
+  using ConnectGloo = std::function<std::shared_ptr<gloo::Context>(const std::string& key_prefix, int rank, int size)>;
   // Gloo's all-reduce of the tensor among the leaders, within `timeout`.
   using AllReduceAmongLeaders =
       std::function<void(const std::shared_ptr<gloo::Context>& leaders, std::chrono::milliseconds timeout)>;

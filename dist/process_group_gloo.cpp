@@ -235,7 +235,7 @@ ProcessGroupGloo::~ProcessGroupGloo() {
 void ProcessGroupGloo::set_timeout(std::chrono::milliseconds timeout) { timeout_ = timeout; }
 
 ProcessGroupGloo::AllReducePath ProcessGroupGloo::all_reduce_path() const {
-  return shared_memory_ ? AllReducePath::shared_memory
+  return shared_memory_  ? AllReducePath::shared_memory
          : hierarchical_ ? AllReducePath::hierarchical
                          : AllReducePath::gloo;
 }

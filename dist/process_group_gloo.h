@@ -37,8 +37,8 @@ public:
   // Connects every pair of ranks through Gloo (rendezvous through `store`), waiting at most
   // `timeout`, and, when they all run on this machine, maps their shared-memory all-reduce
   // (unless SG_SHM_ALLREDUCE=0), or when they span machines, sets up the hierarchical one
-  // (unless SG_HIERARCHICAL_ALLREDUCE=0 or SG_SHM_ALLREDUCE=0); `debug` turns on the fingerprint check (SG_DIST_DEBUG=1 sets it
-  // by default).
+  // (unless SG_HIERARCHICAL_ALLREDUCE=0 or SG_SHM_ALLREDUCE=0); `debug` turns on the fingerprint check (SG_DIST_DEBUG=1
+  // sets it by default).
   ProcessGroupGloo(std::shared_ptr<TcpStore> store, int rank, int size, std::chrono::milliseconds timeout, bool debug);
   ~ProcessGroupGloo() override;
 

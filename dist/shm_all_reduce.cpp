@@ -28,7 +28,8 @@
 // its all-reduce of ResNet34's 85 MB of gradients takes 92 ms between two ranks on this
 // project's 2-vCPU machine (0.97 GB/s, `bench_allreduce`), CPU time taken from the backward pass
 // it overlaps. When every rank of a group runs on one machine, all_reduce goes through shared
-// memory instead; every other collective, and every group that spans machines, stays Gloo's.
+// memory instead; every other collective stays Gloo's. A group that spans machines uses it among
+// each machine's ranks (Note [A hierarchical all-reduce across machines]).
 //
 // Each rank maps a segment of its own and everyone else's: a header (two counters and its pid),
 // an input area of kChunkBytes and two output areas. A tensor is reduced in rounds of one chunk:

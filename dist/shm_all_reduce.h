@@ -68,7 +68,9 @@ public:
 private:
   struct Header;
   SharedMemoryAllReduce(int rank, int size, std::vector<int> group_ranks)
-      : rank_(rank), size_(size), group_ranks_(std::move(group_ranks)) {}
+      : rank_(rank),
+        size_(size),
+        group_ranks_(std::move(group_ranks)) {}
   Header& header(int r) const;
   char* input(int r) const;
   char* output(int r, uint32_t round) const;
@@ -80,7 +82,7 @@ private:
 
   int rank_, size_;
   std::vector<int> group_ranks_;  // each member's rank in the process group, for the errors
-  std::vector<void*> segments_;  // every rank's segment, mapped here; ours is segments_[rank_]
+  std::vector<void*> segments_;   // every rank's segment, mapped here; ours is segments_[rank_]
   std::vector<pid_t> pids_;
   uint32_t round_ = 0;  // rounds (chunks) done, the same count on every rank
 };

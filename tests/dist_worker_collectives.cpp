@@ -1,14 +1,15 @@
 // One rank of tests/test_dist_collectives.cpp (and, under sgrun, of tests/test_launcher.cpp's jobs
-// stopped while they set up). Usage: dist_worker_collectives <scenario> [two_machines]
+// stopped while they set up, and of scripts/multinode-test.sh across network namespaces).
+// Usage: dist_worker_collectives <scenario> [two_machines]
 // With two_machines the even and the odd ranks count as two machines (SG_MACHINE_LABEL), so that
 // all_reduce takes the hierarchical path (dist/hierarchical_all_reduce.h).
 // Exit codes: 0 all checks passed, 1 a result was wrong (printed), 3 an sg::Error (printed).
 #include <chrono>
 #include <cmath>
 #include <csignal>
-#include <cstring>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <iostream>
 #include <string>
 #include <thread>
@@ -69,7 +70,7 @@ int main(int argc, char** argv) {
     if (two_machines) ::setenv("SG_MACHINE_LABEL", std::to_string(std::atoi(std::getenv("RANK")) % 2).c_str(), 1);
     dist::init_process_group();
     dist::ProcessGroup& group = dist::default_group();
-    if (two_machines) expect_path_across_machines(group);
+    if (two_machines || scenario == "across_machines") expect_path_across_machines(group);
     if (scenario == "all" || scenario == "all_shm_off_on_rank_1") {
       check_every_collective(group, Device::cpu(), gloo_avg_tolerance);
     } else if (scenario == "across_machines") {
