@@ -90,6 +90,21 @@ TEST_CASE("a rank that exits during a hierarchical all-reduce makes the others f
   CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(15));
 }
 
+TEST_CASE("a rank that never reaches a hierarchical all-reduce: the others time out naming it") {
+  // Rank 1 leads the odd machine: rank 3 waits for it in shared memory, rank 0 in Gloo, rank 2 for rank 0.
+  const auto result =
+      test::run_ranks(SG_DIST_WORKER_COLLECTIVES, 4, {"late", "two_machines"}, {{"SG_DIST_TIMEOUT", "1"}});
+  INFO(result.summary());
+  CHECK(result.exit_code(1) == 0);
+  for (int rank : {0, 2, 3}) {
+    CAPTURE(rank);
+    CHECK(result.exit_code(rank) == 3);
+    CHECK(test::contains(result.output(rank), "all_reduce(SUM) #0 on f32[10]"));
+    CHECK(test::contains(result.output(rank), "rank(s) 1 never reached collective #0"));
+  }
+  CHECK(test::contains(result.output(3), "rank 1 did not arrive at the shared-memory all-reduce in time"));
+}
+
 TEST_CASE("a rank that exits mid-run makes the others fail promptly, naming it") {
   const auto start = std::chrono::steady_clock::now();
   const auto result = test::run_ranks(SG_DIST_WORKER_COLLECTIVES, 2, {"dies"});
