@@ -199,6 +199,14 @@ bool shared_memory_all_reduce_from_environment(const EnvLookup& lookup) {
   return or_getenv(lookup)("SG_SHM_ALLREDUCE") != "0";
 }
 
+bool hierarchical_all_reduce_from_environment(const EnvLookup& lookup) {
+  return or_getenv(lookup)("SG_HIERARCHICAL_ALLREDUCE") != "0";
+}
+
+std::string machine_label_from_environment(const EnvLookup& lookup) {
+  return or_getenv(lookup)("SG_MACHINE_LABEL").value_or("");
+}
+
 std::optional<std::string> gloo_interface_from_environment(const EnvLookup& lookup) {
   return or_getenv(lookup)("GLOO_SOCKET_IFNAME");
 }

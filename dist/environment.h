@@ -2,7 +2,8 @@
 // defines: LaunchEnvironment, launch_environment — where this process sits in a distributed run,
 //          read from the variables a launcher sets: torchrun / sgrun, Slurm, or Open MPI;
 //          timeout_from_environment — SG_DIST_TIMEOUT; the other switches (SG_DIST_DEBUG,
-//          SG_STORE_TOKEN, SG_SHM_ALLREDUCE, GLOO_SOCKET_IFNAME); loopback_master_warning — a
+//          SG_STORE_TOKEN, SG_SHM_ALLREDUCE, SG_HIERARCHICAL_ALLREDUCE, SG_MACHINE_LABEL,
+//          GLOO_SOCKET_IFNAME); loopback_master_warning — a
 //          MASTER_ADDR that other machines cannot reach. The one place dist/ reads the environment.
 #include <charconv>
 #include <chrono>
@@ -73,6 +74,12 @@ std::string store_token_from_environment(const EnvLookup& lookup = {});
 // SG_SHM_ALLREDUCE=0 keeps all_reduce on Gloo even when every rank is on one machine; any other
 // value, or none, lets it go through shared memory.
 bool shared_memory_all_reduce_from_environment(const EnvLookup& lookup = {});
+// SG_HIERARCHICAL_ALLREDUCE=0 keeps all_reduce of a group that spans machines on Gloo's flat
+// all-reduce; any other value, or none, lets it go in three stages (dist/hierarchical_all_reduce.h).
+bool hierarchical_all_reduce_from_environment(const EnvLookup& lookup = {});
+// SG_MACHINE_LABEL: ranks of one machine with different labels count as different machines, so a
+// test can fake several machines on one host; empty when unset. It can split a machine, never join two.
+std::string machine_label_from_environment(const EnvLookup& lookup = {});
 // GLOO_SOCKET_IFNAME: the network interface Gloo listens on (PyTorch's name); nullopt when unset.
 std::optional<std::string> gloo_interface_from_environment(const EnvLookup& lookup = {});
 

@@ -24,6 +24,7 @@
 
 #include "core/profiler.h"
 #include "dist/environment.h"
+#include "dist/hierarchical_all_reduce.h"
 #include "dist/shm_all_reduce.h"
 #include "dist/tcp_store.h"
 
@@ -128,6 +129,32 @@ std::shared_ptr<gloo::transport::Device> make_device(const TcpStore& store) {
   return gloo::transport::tcp::CreateDevice(attr);
 }
 
+// A Gloo context of `size` ranks, this one `rank`, that meet through the keys of `store` under
+// `key_prefix`: the group's own, and the leaders' of the hierarchical all-reduce.
+std::shared_ptr<gloo::Context> connect_gloo(TcpStore& store, const std::string& key_prefix, int rank, int size,
+                                            std::chrono::milliseconds timeout) {
+  auto context = std::make_shared<gloo::rendezvous::Context>(rank, size);
+  // Before connecting: Gloo's pairs keep the timeout they were connected with (its old-style
+  // algorithms read the pair's, frozen at connectFullMesh).
+  context->setTimeout(timeout);
+  GlooStore gloo_store(store);
+  gloo::rendezvous::PrefixStore prefixed(key_prefix, gloo_store);
+  auto device = make_device(store);
+  context->connectFullMesh(prefixed, device);
+  return context;
+}
+
+template <typename T>
+void gloo_all_reduce(const std::shared_ptr<gloo::Context>& context, const Tensor& t, ReduceOp op, uint32_t tag,
+                     std::chrono::milliseconds timeout) {
+  gloo::AllreduceOptions options(context);
+  options.setOutput(static_cast<T*>(t.raw_data()), static_cast<size_t>(t.numel()));
+  options.setReduceFunction(reduce_function<T>(op));
+  options.setTag(tag);
+  options.setTimeout(timeout);
+  gloo::allreduce(options);
+}
+
 }  // namespace
 
 class ProcessGroupGloo::GlooWork final : public Work {
@@ -169,23 +196,26 @@ ProcessGroupGloo::ProcessGroupGloo(std::shared_ptr<TcpStore> store, int rank, in
       store_(std::move(store)),
       timeout_(timeout),
       debug_(debug) {
-  auto context = std::make_shared<gloo::rendezvous::Context>(rank, size);
-  // Before connecting: Gloo's pairs keep the timeout they were connected with (its old-style
-  // algorithms read the pair's, frozen at connectFullMesh).
-  context->setTimeout(timeout);
-  GlooStore gloo_store(*store_);
-  gloo::rendezvous::PrefixStore prefixed("gloo", gloo_store);
-  auto device = make_device(*store_);
-  try {
-    context->connectFullMesh(prefixed, device);
-  } catch (const std::exception& e) {
-    SG_FAIL("ProcessGroupGloo (rank ", rank, " of ", size, "): connecting to the other ranks failed: ", e.what());
-  }
-  context_ = context;
+  const auto connect_context = [&](const std::string& key_prefix, int rank_there, int size_there, const char* whom) {
+    try {
+      return connect_gloo(*store_, key_prefix, rank_there, size_there, timeout);
+    } catch (const std::exception& e) {
+      SG_FAIL("ProcessGroupGloo (rank ", rank, " of ", size, "): connecting to ", whom, " failed: ", e.what());
+    }
+  };
+  context_ = connect_context("gloo", rank, size, "the other ranks");
   if (size > 1) {
     SharedMemoryAllReduce::Unavailable why_not;
-    shared_memory_ =
-        SharedMemoryAllReduce::connect(*store_, rank, size, shared_memory_all_reduce_from_environment(), why_not);
+    const bool shared_memory_enabled = shared_memory_all_reduce_from_environment();
+    shared_memory_ = SharedMemoryAllReduce::connect(*store_, rank, size, shared_memory_enabled, why_not);
+    // why_not is the same on every rank, so they all take part in this collective setup or none does.
+    if (!shared_memory_ && !why_not.is_failure)
+      hierarchical_ = HierarchicalAllReduce::connect(
+          *store_, rank, size, shared_memory_enabled && hierarchical_all_reduce_from_environment(),
+          [&](const std::string& key_prefix, int leader, int leaders) {
+            return connect_context(key_prefix, leader, leaders, "the other machines' leaders");
+          },
+          why_not);
     if (rank == 0 && why_not.is_failure)
       std::fprintf(stderr, "ProcessGroupGloo: all_reduce goes through Gloo's TCP: no shared memory (%s)\n",
                    why_not.reason.c_str());
@@ -203,6 +233,12 @@ ProcessGroupGloo::~ProcessGroupGloo() {
 }
 
 void ProcessGroupGloo::set_timeout(std::chrono::milliseconds timeout) { timeout_ = timeout; }
+
+ProcessGroupGloo::AllReducePath ProcessGroupGloo::all_reduce_path() const {
+  return shared_memory_  ? AllReducePath::shared_memory
+         : hierarchical_ ? AllReducePath::hierarchical
+                         : AllReducePath::gloo;
+}
 
 WorkPtr ProcessGroupGloo::enqueue(Description description, std::function<void(uint32_t tag)> run) {
   auto work = std::make_shared<GlooWork>();
@@ -279,16 +315,18 @@ WorkPtr ProcessGroupGloo::start_all_reduce(Tensor& tensor, ReduceOp op) {
   return enqueue(description, [this, t, op, timeout, world](uint32_t tag) {
     if (t.numel() == 0) return;
     SG_DISPATCH_ALL(t.dtype(), "all_reduce", [&]<typename T>() {
+      const auto through_gloo = [&](const std::shared_ptr<gloo::Context>& context, std::chrono::milliseconds limit) {
+        gloo_all_reduce<T>(context, t, op, tag, limit);
+        all_reduce_bytes_through_gloo_ += nbytes_of(t);
+      };
       if (shared_memory_) {
         shared_memory_->all_reduce(t.raw_data(), static_cast<size_t>(t.numel()), sizeof(T), reduce_function<T>(op),
                                    timeout);
+      } else if (hierarchical_) {
+        hierarchical_->all_reduce(t.raw_data(), static_cast<size_t>(t.numel()), sizeof(T), reduce_function<T>(op),
+                                  through_gloo, timeout);
       } else {
-        gloo::AllreduceOptions options(context_);
-        options.setOutput(static_cast<T*>(t.raw_data()), static_cast<size_t>(t.numel()));
-        options.setReduceFunction(reduce_function<T>(op));
-        options.setTag(tag);
-        options.setTimeout(timeout);
-        gloo::allreduce(options);
+        through_gloo(context_, timeout);
       }
       if constexpr (!std::is_same_v<T, bool>)
         if (op == ReduceOp::AVG) divide_in_place(static_cast<T*>(t.raw_data()), t.numel(), world);

@@ -3,6 +3,7 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <cstdint>
 #include <deque>
 #include <functional>
 #include <memory>
@@ -19,6 +20,7 @@ class Context;
 
 namespace sg::dist {
 
+class HierarchicalAllReduce;
 class SharedMemoryAllReduce;
 class TcpStore;
 
@@ -34,10 +36,21 @@ class ProcessGroupGloo final : public ProcessGroup {
 public:
   // Connects every pair of ranks through Gloo (rendezvous through `store`), waiting at most
   // `timeout`, and, when they all run on this machine, maps their shared-memory all-reduce
-  // (unless SG_SHM_ALLREDUCE=0); `debug` turns on the fingerprint check (SG_DIST_DEBUG=1 sets it
-  // by default).
+  // (unless SG_SHM_ALLREDUCE=0), or when they span machines, sets up the hierarchical one
+  // (unless SG_HIERARCHICAL_ALLREDUCE=0 or SG_SHM_ALLREDUCE=0); `debug` turns on the fingerprint check (SG_DIST_DEBUG=1
+  // sets it by default).
   ProcessGroupGloo(std::shared_ptr<TcpStore> store, int rank, int size, std::chrono::milliseconds timeout, bool debug);
   ~ProcessGroupGloo() override;
+
+  // How all_reduce travels in this group, the same on every rank (docs/distributed.md):
+  // shared_memory when every rank is on one machine, hierarchical when the group spans machines
+  // and some have several ranks, gloo (Gloo's flat ring) otherwise or when turned off.
+  enum class AllReducePath { gloo, shared_memory, hierarchical };
+  AllReducePath all_reduce_path() const;
+  // The bytes of tensor data this rank has all-reduced through Gloo's TCP (its ring sends about
+  // twice that over the network): all of every all_reduce on the gloo path, only the leaders' on
+  // the hierarchical one, none on shared memory.
+  uint64_t all_reduce_bytes_through_gloo() const { return all_reduce_bytes_through_gloo_; }
 
   std::string backend_name() const override { return "gloo"; }
   std::string type_name() const override { return "ProcessGroupGloo"; }
@@ -68,6 +81,9 @@ private:
   std::shared_ptr<gloo::Context> context_;
   // all_reduce's path when every rank is on this machine (dist/shm_all_reduce.h); null otherwise.
   std::unique_ptr<SharedMemoryAllReduce> shared_memory_;
+  // all_reduce's path when the group spans machines (dist/hierarchical_all_reduce.h); null otherwise.
+  std::unique_ptr<HierarchicalAllReduce> hierarchical_;
+  std::atomic<uint64_t> all_reduce_bytes_through_gloo_{0};
   // Atomic: set_timeout() may run on the caller's thread while a collective on the communication
   // thread reads it.
   std::atomic<std::chrono::milliseconds> timeout_;

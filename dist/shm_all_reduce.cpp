@@ -20,6 +20,7 @@
 #include <thread>
 
 #include "core/error.h"
+#include "dist/environment.h"
 #include "dist/tcp_store.h"
 
 // Note [A shared-memory all-reduce beside Gloo]
@@ -27,7 +28,8 @@
 // its all-reduce of ResNet34's 85 MB of gradients takes 92 ms between two ranks on this
 // project's 2-vCPU machine (0.97 GB/s, `bench_allreduce`), CPU time taken from the backward pass
 // it overlaps. When every rank of a group runs on one machine, all_reduce goes through shared
-// memory instead; every other collective, and every group that spans machines, stays Gloo's.
+// memory instead; every other collective stays Gloo's. A group that spans machines uses it among
+// each machine's ranks (Note [A hierarchical all-reduce across machines]).
 //
 // Each rank maps a segment of its own and everyone else's: a header (two counters and its pid),
 // an input area of kChunkBytes and two output areas. A tensor is reduced in rounds of one chunk:
@@ -107,16 +109,6 @@ bool process_alive(pid_t pid) {
          (text[name_end + 2] != 'Z' && text[name_end + 2] != 'X');
 }
 
-// Ranks can share segments and watch each other's pids only on one kernel, in one pid namespace.
-std::string machine_identity() {
-  std::ifstream boot("/proc/sys/kernel/random/boot_id");
-  std::string boot_id;
-  std::getline(boot, boot_id);
-  struct stat namespace_file {};
-  const ino_t pid_namespace = ::stat("/proc/self/ns/pid", &namespace_file) == 0 ? namespace_file.st_ino : 0;
-  return boot_id + "/" + std::to_string(pid_namespace);
-}
-
 // Maps the segment `fd` refers to; nullptr with `why_not` set on failure.
 void* map_segment(int fd, std::string& why_not) {
   void* memory = ::mmap(nullptr, kSegmentBytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
@@ -176,27 +168,46 @@ std::string text_of(const std::vector<char>& bytes) { return std::string(bytes.b
 // text: ready (and, after creating, this machine's identity), a failure, or not applicable here.
 constexpr char kReady = '1', kFailed = 'F', kNotHere = 'N';
 
+// The inode of /proc/self/ns/<kind>, which names this process's namespace of that kind; 0 when unknown.
+ino_t namespace_of(const char* kind) {
+  struct stat namespace_file {};
+  return ::stat((std::string("/proc/self/ns/") + kind).c_str(), &namespace_file) == 0 ? namespace_file.st_ino : 0;
+}
+
 }  // namespace
 
+std::string machine_identity() {
+  std::ifstream boot("/proc/sys/kernel/random/boot_id");
+  std::string boot_id;
+  std::getline(boot, boot_id);
+  return detail::concat(boot_id, "/", namespace_of("pid"), "/", namespace_of("net"), "/",
+                        machine_label_from_environment());
+}
+
 std::unique_ptr<SharedMemoryAllReduce> SharedMemoryAllReduce::connect(TcpStore& store, int rank, int size, bool enabled,
-                                                                      Unavailable& why_not) {
+                                                                      Unavailable& why_not,
+                                                                      const std::string& key_prefix,
+                                                                      std::vector<int> group_ranks) {
+  if (group_ranks.empty())
+    for (int r = 0; r < size; ++r) group_ranks.push_back(r);
   if (rank == 0) {
     std::random_device random;
     const std::string id = std::to_string((uint64_t{random()} << 32) ^ random());
-    store.set("shm/group", std::vector<char>(id.begin(), id.end()));
+    store.set(key_prefix + "group", std::vector<char>(id.begin(), id.end()));
   }
-  const uint64_t group = std::stoull(text_of(store.get("shm/group")));
+  const uint64_t group = std::stoull(text_of(store.get(key_prefix + "group")));
   const std::string identity = machine_identity();
-  std::unique_ptr<SharedMemoryAllReduce> self(new SharedMemoryAllReduce(rank, size));
+  std::unique_ptr<SharedMemoryAllReduce> self(new SharedMemoryAllReduce(rank, size, group_ranks));
   self->segments_.assign(static_cast<size_t>(size), nullptr);
   self->pids_.assign(static_cast<size_t>(size), 0);
   const auto publish = [&](const std::string& key, const std::string& answer) {
-    store.set(key + std::to_string(rank), std::vector<char>(answer.begin(), answer.end()));
+    store.set(key_prefix + key + std::to_string(rank), std::vector<char>(answer.begin(), answer.end()));
   };
   const auto answer_of = [&](const std::string& key, int r) {
-    const std::string answer = text_of(store.get(key + std::to_string(r)));
+    const std::string answer = text_of(store.get(key_prefix + key + std::to_string(r)));
     return answer.empty() ? std::string(1, kFailed) : answer;
   };
+  const auto name = [&](int r) { return group_ranks[static_cast<size_t>(r)]; };
   // 1. Each rank creates its segment and says where the others can open it, or says why not.
   OwnDescriptor own;
   std::string created(1, kNotHere);
@@ -206,33 +217,34 @@ std::unique_ptr<SharedMemoryAllReduce> SharedMemoryAllReduce::connect(TcpStore& 
     Header* header = new (self->segments_[rank]) Header;
     header->pid = ::getpid();
     header->group = group;
-    publish("shm/path/", detail::concat("/proc/", header->pid, "/fd/", own.fd));
+    publish("path/", detail::concat("/proc/", header->pid, "/fd/", own.fd));
     created = kReady + identity;
   } else {
     created = kFailed + failure;
   }
-  publish("shm/created/", created);
+  publish("created/", created);
   // 2. Each maps the others' (when every rank created one, on this machine).
   std::string problem;  // as an answer: kFailed or kNotHere, then the reason
   for (int r = 0; r < size && problem.empty(); ++r) {
-    const std::string theirs = answer_of("shm/created/", r);
-    if (theirs[0] != kReady) problem = theirs[0] + detail::concat("rank ", r, ": ", theirs.substr(1));
-    else if (theirs.substr(1) != identity) problem = kNotHere + detail::concat("rank ", r, " runs on another machine");
+    const std::string theirs = answer_of("created/", r);
+    if (theirs[0] != kReady) problem = theirs[0] + detail::concat("rank ", name(r), ": ", theirs.substr(1));
+    else if (theirs.substr(1) != identity)
+      problem = kNotHere + detail::concat("rank ", name(r), " runs on another machine");
   }
   for (int r = 0; r < size && problem.empty(); ++r) {
     if (r == rank) continue;
     std::string reason;
-    self->segments_[r] = open_segment(text_of(store.get("shm/path/" + std::to_string(r))), reason);
+    self->segments_[r] = open_segment(text_of(store.get(key_prefix + "path/" + std::to_string(r))), reason);
     if (self->segments_[r] == nullptr)
-      problem = kFailed + detail::concat("rank ", rank, " mapping rank ", r, "'s segment: ", reason);
+      problem = kFailed + detail::concat("rank ", name(rank), " mapping rank ", name(r), "'s segment: ", reason);
     else if (self->header(r).group != group)
-      problem = kFailed + detail::concat("rank ", rank, ": what rank ", r, " published is not its segment");
+      problem = kFailed + detail::concat("rank ", name(rank), ": what rank ", name(r), " published is not its segment");
     else self->pids_[r] = self->header(r).pid;
   }
-  publish("shm/opened/", problem.empty() ? std::string(1, kReady) : problem);
+  publish("opened/", problem.empty() ? std::string(1, kReady) : problem);
   // 3. Everyone has mapped our segment or given up: our descriptor can go (as this returns).
   for (int r = 0; r < size; ++r) {
-    const std::string theirs = answer_of("shm/opened/", r);
+    const std::string theirs = answer_of("opened/", r);
     if (theirs[0] != kReady && why_not.reason.empty()) why_not = {theirs.substr(1), theirs[0] == kFailed};
   }
   if (!why_not.reason.empty()) return nullptr;
@@ -266,16 +278,24 @@ void SharedMemoryAllReduce::wait_for(int r, bool reduced, uint32_t round,
     if (reached(seen, round)) return;
     const auto now = std::chrono::steady_clock::now();
     if (now >= deadline)
-      throw std::runtime_error(detail::concat("rank ", r, " did not ", reduced ? "finish its part of" : "arrive at",
+      throw std::runtime_error(detail::concat("rank ", group_rank(r), " did not ",
+                                              reduced ? "finish its part of" : "arrive at",
                                               " the shared-memory all-reduce in time"));
     if (now >= next_look) {
       if (!process_alive(pids_[static_cast<size_t>(r)]))
-        throw std::runtime_error(detail::concat("rank ", r, " (pid ", pids_[static_cast<size_t>(r)],
+        throw std::runtime_error(detail::concat("rank ", group_rank(r), " (pid ", pids_[static_cast<size_t>(r)],
                                                 ") exited during the shared-memory all-reduce"));
       next_look = now + std::chrono::milliseconds(100);
     }
     futex_wait(counter, seen, std::chrono::milliseconds(10));
   }
+}
+
+void SharedMemoryAllReduce::check_same_bytes(int r, uint64_t bytes) const {
+  if (header(r).call_bytes != bytes)
+    throw std::runtime_error(detail::concat("rank ", group_rank(r), " all-reduces ", header(r).call_bytes,
+                                            " bytes, rank ", group_rank(rank_), " ", bytes,
+                                            ": every rank must pass the same shape and dtype"));
 }
 
 void SharedMemoryAllReduce::all_reduce(void* data, size_t count, size_t element_size, const ReduceFunction& reduce,
@@ -292,10 +312,7 @@ void SharedMemoryAllReduce::all_reduce(void* data, size_t count, size_t element_
     for (int r = 0; r < size_; ++r) {
       if (r == rank_) continue;
       wait_for(r, false, round, deadline);
-      if (header(r).call_bytes != count * element_size)
-        throw std::runtime_error(detail::concat("rank ", r, " all-reduces ", header(r).call_bytes, " bytes, rank ",
-                                                rank_, " ", count * element_size,
-                                                ": every rank must pass the same shape and dtype"));
+      check_same_bytes(r, count * element_size);
     }
     const auto slice_begin = [&](int r) { return n * static_cast<size_t>(r) / static_cast<size_t>(size_); };
     const size_t begin = slice_begin(rank_), length = slice_begin(rank_ + 1) - begin;
@@ -311,6 +328,30 @@ void SharedMemoryAllReduce::all_reduce(void* data, size_t count, size_t element_
       const size_t offset = slice_begin(r) * element_size;
       std::memcpy(chunk + offset, output(r, round) + offset, (slice_begin(r + 1) - slice_begin(r)) * element_size);
     }
+  }
+}
+
+// Each round the root copies a chunk into its input area and raises both its counters; the others
+// copy it out and raise theirs. The root goes on to the next round only when every rank has
+// (its input area is then free again), which keeps the reuse rules of all_reduce's rounds.
+void SharedMemoryAllReduce::broadcast(void* data, size_t bytes, int root, std::chrono::milliseconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  header(rank_).call_bytes = bytes;
+  for (size_t first = 0; first < bytes; first += kChunkBytes) {
+    const size_t n = std::min(kChunkBytes, bytes - first);
+    char* chunk = static_cast<char*>(data) + first;
+    const uint32_t round = ++round_;
+    if (rank_ == root) std::memcpy(input(root), chunk, n);
+    else {
+      wait_for(root, false, round, deadline);
+      check_same_bytes(root, bytes);
+      std::memcpy(chunk, input(root), n);
+    }
+    raise_counter(header(rank_).arrived, round);
+    raise_counter(header(rank_).reduced, round);
+    if (rank_ == root)
+      for (int r = 0; r < size_; ++r)
+        if (r != root) wait_for(r, true, round, deadline);
   }
 }
 

@@ -10,11 +10,17 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace sg::dist {
 
 class TcpStore;
+
+// Which machine this process runs on, as shared memory sees it: one kernel (its boot id), one pid
+// namespace (a peer's pid must mean the same process) and one network namespace (where "machines"
+// of a test are namespaces, scripts/multinode-test.sh), then SG_MACHINE_LABEL when it is set.
+std::string machine_identity();
 
 class SharedMemoryAllReduce {
 public:
@@ -35,8 +41,13 @@ public:
   // dist/shm_all_reduce.cpp), and all of them agree through the store whether every rank could:
   // nullptr (with `why_not` filled in) when one could not or `enabled` is false on some rank; the
   // group then uses Gloo.
+  //
+  // A subset of a process group (one machine's ranks, for dist/hierarchical_all_reduce.h) connects
+  // under its own `key_prefix` and passes `group_ranks`, each member's rank in the process group,
+  // which the errors then name; by default member r is rank r.
   static std::unique_ptr<SharedMemoryAllReduce> connect(TcpStore& store, int rank, int size, bool enabled,
-                                                        Unavailable& why_not);
+                                                        Unavailable& why_not, const std::string& key_prefix = "shm/",
+                                                        std::vector<int> group_ranks = {});
   ~SharedMemoryAllReduce();
   SharedMemoryAllReduce(const SharedMemoryAllReduce&) = delete;
   SharedMemoryAllReduce& operator=(const SharedMemoryAllReduce&) = delete;
@@ -47,20 +58,31 @@ public:
   void all_reduce(void* data, size_t count, size_t element_size, const ReduceFunction& reduce,
                   std::chrono::milliseconds timeout);
 
+  // Copies `bytes` at `data` of member `root` into `data` of every other member, in the same
+  // rounds as all_reduce (the last stage of the hierarchical all-reduce); errors as all_reduce's.
+  void broadcast(void* data, size_t bytes, int root, std::chrono::milliseconds timeout);
+
   // The bytes each rank's segment carries per round (the chunk size).
   static constexpr size_t kChunkBytes = size_t{4} << 20;
 
 private:
   struct Header;
-  SharedMemoryAllReduce(int rank, int size) : rank_(rank), size_(size) {}
+  SharedMemoryAllReduce(int rank, int size, std::vector<int> group_ranks)
+      : rank_(rank),
+        size_(size),
+        group_ranks_(std::move(group_ranks)) {}
   Header& header(int r) const;
   char* input(int r) const;
   char* output(int r, uint32_t round) const;
   // Waits until rank r's `counter` (arrived or reduced) reaches `round`.
   void wait_for(int r, bool reduced, uint32_t round, std::chrono::steady_clock::time_point deadline) const;
+  // Throws unless member r's call is of `bytes` too.
+  void check_same_bytes(int r, uint64_t bytes) const;
+  int group_rank(int r) const { return group_ranks_[static_cast<size_t>(r)]; }
 
   int rank_, size_;
-  std::vector<void*> segments_;  // every rank's segment, mapped here; ours is segments_[rank_]
+  std::vector<int> group_ranks_;  // each member's rank in the process group, for the errors
+  std::vector<void*> segments_;   // every rank's segment, mapped here; ours is segments_[rank_]
   std::vector<pid_t> pids_;
   uint32_t round_ = 0;  // rounds (chunks) done, the same count on every rank
 };

@@ -4,7 +4,11 @@
 #   1. a 2-node x 2-process CNN run gives bit-identical parameters to a 1-node x 4-process run;
 #   2. Gloo's pairs cross the veth link (node 1 holds connections to node 0's address besides the
 #      store's), not loopback;
-#   3. with node 1's link taken down mid-run, node 0's workers fail within the configured timeout
+#   3. all_reduce across the two nodes goes hierarchical (each namespace is a machine to the ranks:
+#      docs/distributed.md), with every collective right, the same float bits on every rank, half
+#      the bytes through Gloo and fewer bytes over the link than Gloo's flat all-reduce
+#      (SG_HIERARCHICAL_ALLREDUCE=0), whose bench_allreduce times it prints;
+#   4. with node 1's link taken down mid-run, node 0's workers fail within the configured timeout
 #      naming the lost ranks, sgrun exits non-zero, and no process is left in either namespace.
 # Needs root, iproute2 and a kernel that allows network namespaces; otherwise it says SKIPPED and
 # exits 0. Usage: scripts/multinode-test.sh [build dir, default build]
@@ -19,7 +23,9 @@ skip() { echo "multinode-test: SKIPPED: $*"; exit 0; }
 fail() { echo "multinode-test: FAILED: $*" >&2; exit 1; }
 [ "$(id -u)" -eq 0 ] || skip "needs root for ip netns"
 command -v ip >/dev/null && command -v ss >/dev/null || skip "needs iproute2 (ip, ss)"
-[ -x "$sgrun" ] && [ -x "$train_cnn" ] || fail "build sgrun and train_cnn in $build first"
+worker=$build/tests/dist_worker_collectives bench=$build/bench/bench_allreduce
+[ -x "$sgrun" ] && [ -x "$train_cnn" ] && [ -x "$worker" ] && [ -x "$bench" ] ||
+  fail "build sgrun, train_cnn, dist_worker_collectives and bench_allreduce in $build first"
 
 in_node() { local n=$1; shift; ip netns exec "${node[$n]}" "$@"; }
 cleanup() {
@@ -44,20 +50,32 @@ work=$(mktemp -d)
 trap 'cleanup; rm -rf "$work"' EXIT
 train=(--epochs 1 --train-subset 768 --test-subset 256 --batch-size 16 --threads 1 --seed 11 --workers 0)
 export SG_DIST_TIMEOUT=$timeout_s
-# The two "nodes" share this machine's memory, so their all-reduce would go through shared memory
-# and never cross the link under test (docs/distributed.md): keep it on Gloo's TCP.
+# Keep the training runs' all-reduce on Gloo's flat ring, whose sums are in the order of the
+# single-node run's (the hierarchical one adds machine by machine); step 3 turns it back on.
 export SG_SHM_ALLREDUCE=0
 SG_STORE_TOKEN=$(od -An -tx1 -N16 /dev/urandom | tr -d ' \n')  # one per job, the same on both nodes
 export SG_STORE_TOKEN
 
-# Starts node n's sgrun in the background with the given train_cnn arguments; its output in $work/node<n>.log.
-# Not through in_node: a backgrounded function is a subshell, and pids[n] must be sgrun itself
-# (ip netns exec becomes the command) so that killing it stops that node's launcher and workers.
+# Starts node n's sgrun in the background with the given program and arguments; its output in
+# $work/node<n>.log. Not through in_node: a backgrounded function is a subshell, and pids[n] must be
+# sgrun itself (ip netns exec becomes the command) so that killing it stops that node's launcher
+# and workers.
 start_node() {
   local n=$1; shift
   ip netns exec "${node[$n]}" "$sgrun" --nnodes 2 --node-rank "$n" --nproc-per-node 2 --master-addr "${address[0]}" \
-    --master-port "$port" "$train_cnn" "$@" >"$work/node$n.log" 2>&1 &
+    --master-port "$port" "$@" >"$work/node$n.log" 2>&1 &
   pids[$n]=$!
+}
+# The same command on both nodes, to its end; fails showing both logs when either node fails.
+run_on_both_nodes() {
+  start_node 0 "$@"
+  start_node 1 "$@"
+  wait "${pids[0]}" && wait "${pids[1]}" || { cat "$work/node0.log" "$work/node1.log"; fail "$* failed"; }
+}
+# Bytes sent over the link so far, both directions.
+link_bytes() {
+  echo $(( $(in_node 0 cat "/sys/class/net/${link[0]}/statistics/tx_bytes") +
+    $(in_node 1 cat "/sys/class/net/${link[1]}/statistics/tx_bytes") ))
 }
 
 echo "multinode-test: 1 node x 4 processes (the reference)"
@@ -65,8 +83,8 @@ in_node 0 "$sgrun" --standalone --nproc-per-node 4 "$train_cnn" "${train[@]}" --
   >"$work/one_node.log" 2>&1 || { cat "$work/one_node.log"; fail "the single-node run failed"; }
 
 echo "multinode-test: 2 nodes x 2 processes"
-start_node 0 "${train[@]}" --save "$work/two_nodes.safetensors"
-start_node 1 "${train[@]}" --save "$work/two_nodes.safetensors"  # the same command on every node, as with torchrun
+start_node 0 "$train_cnn" "${train[@]}" --save "$work/two_nodes.safetensors"
+start_node 1 "$train_cnn" "${train[@]}" --save "$work/two_nodes.safetensors"  # the same command on every node, as with torchrun
 # Gloo's pairs from node 1 to node 0: established connections to node 0's address on ports other
 # than the store's.
 gloo_pairs=0
@@ -100,9 +118,37 @@ if differ:
 print(f"multinode-test: the 2 x 2 run's {len(a)} tensors equal the 1 x 4 run's, bit for bit")
 PYTHON
 
+echo "multinode-test: the hierarchical all-reduce against Gloo's flat one, 2 nodes x 2 processes"
+export SG_SHM_ALLREDUCE=1
+declare -A through_gloo over_link
+for hierarchical in 1 0; do
+  export SG_HIERARCHICAL_ALLREDUCE=$hierarchical
+  # Every collective, op and dtype against the exact values (integer sums are the same bits on both
+  # paths); then the worker checks the path and that a float sum has the same bits on every rank.
+  run_on_both_nodes "$worker" all
+  run_on_both_nodes "$worker" across_machines
+  through_gloo[$hierarchical]=$(cat "$work/node0.log" "$work/node1.log" |
+    grep -oE 'bytes through gloo: [0-9]+' | awk '{ total += $4 } END { print total }')
+  before=$(link_bytes)
+  run_on_both_nodes "$bench" --sizes 1,85 --iters 5 --warmup 1
+  over_link[$hierarchical]=$(( $(link_bytes) - before ))
+  echo "multinode-test: SG_HIERARCHICAL_ALLREDUCE=$hierarchical: ${through_gloo[$hierarchical]} bytes through" \
+    "Gloo in one all-reduce, ${over_link[$hierarchical]} bytes over the link in bench_allreduce:"
+  grep -E '^\[rank 0\] +[0-9]+ ' "$work/node0.log"
+done
+export SG_SHM_ALLREDUCE=0
+unset SG_HIERARCHICAL_ALLREDUCE
+# Through Gloo only the leaders send on the hierarchical path. Over the link the ring of the flat
+# path crosses between the nodes twice as the leaders do, but carries 3/4 of the data each time
+# (2 (P-1)/P of it for P=4 ranks, against 2 (2-1)/2 for the 2 leaders): 2/3 of the bytes is expected.
+[ $(( 2 * through_gloo[1] )) -le "${through_gloo[0]}" ] ||
+  fail "the hierarchical all-reduce sent ${through_gloo[1]} bytes through Gloo, more than half of ${through_gloo[0]}"
+[ $(( 4 * over_link[1] )) -le $(( 3 * over_link[0] )) ] ||
+  fail "the hierarchical all-reduce sent ${over_link[1]} bytes over the link, more than 3/4 of ${over_link[0]}"
+
 echo "multinode-test: node 1's link goes down mid-run"
-start_node 0 --epochs 50 --train-subset 4096 --test-subset 64 --batch-size 16 --threads 1 --workers 0
-start_node 1 --epochs 50 --train-subset 4096 --test-subset 64 --batch-size 16 --threads 1 --workers 0
+start_node 0 "$train_cnn" --epochs 50 --train-subset 4096 --test-subset 64 --batch-size 16 --threads 1 --workers 0
+start_node 1 "$train_cnn" --epochs 50 --train-subset 4096 --test-subset 64 --batch-size 16 --threads 1 --workers 0
 for _ in $(seq 100); do grep -q 'epoch 1' "$work/node0.log" 2>/dev/null && break; sleep 0.2; done
 sleep 2
 in_node 1 ip link set "${link[1]}" down

@@ -1,17 +1,22 @@
 // One rank of tests/test_dist_collectives.cpp (and, under sgrun, of tests/test_launcher.cpp's jobs
-// stopped while they set up). Usage: dist_worker_collectives <scenario>
+// stopped while they set up, and of scripts/multinode-test.sh across network namespaces).
+// Usage: dist_worker_collectives <scenario> [two_machines]
+// With two_machines the even and the odd ranks count as two machines (SG_MACHINE_LABEL), so that
+// all_reduce takes the hierarchical path (dist/hierarchical_all_reduce.h).
 // Exit codes: 0 all checks passed, 1 a result was wrong (printed), 3 an sg::Error (printed).
 #include <chrono>
 #include <cmath>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <iostream>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "collective_expectations.h"
+#include "dist/process_group_gloo.h"
 #include "syncgrad.h"
 
 using namespace sg;
@@ -24,6 +29,34 @@ double gloo_avg_tolerance(DType dtype) {
   return dtype == DType::f16 || dtype == DType::bf16 ? 1e-2 : dtype == DType::f32 ? 1e-6 : 0;
 }
 
+// On ranks that count as two machines all_reduce is hierarchical, or with
+// SG_HIERARCHICAL_ALLREDUCE=0 Gloo's flat one.
+void expect_path_across_machines(const dist::ProcessGroup& group) {
+  const char* hierarchical = std::getenv("SG_HIERARCHICAL_ALLREDUCE");
+  const bool flat = hierarchical != nullptr && hierarchical == std::string("0");
+  expect(dynamic_cast<const dist::ProcessGroupGloo&>(group).all_reduce_path() ==
+             (flat ? dist::ProcessGroupGloo::AllReducePath::gloo : dist::ProcessGroupGloo::AllReducePath::hierarchical),
+         "the all_reduce path of a group on two machines");
+}
+
+// The same bits of a float sum on every rank, and a line "bytes through gloo: N" for the test to
+// compare the hierarchical and the flat path with.
+void check_across_machines(dist::ProcessGroup& group) {
+  const auto& gloo = dynamic_cast<const dist::ProcessGroupGloo&>(group);
+  Generator generator(static_cast<uint64_t>(1000 + group.rank()));
+  // Over two chunks of the shared-memory stages, and not a multiple of anything.
+  Tensor sum = randn({2 * (int64_t{4} << 20) / 4 + 12345}, {}, &generator);
+  const uint64_t before = gloo.all_reduce_bytes_through_gloo();
+  group.all_reduce(sum)->wait();
+  std::cout << "bytes through gloo: " << gloo.all_reduce_bytes_through_gloo() - before << "\n";
+  std::vector<Tensor> everyone;
+  for (int r = 0; r < group.size(); ++r) everyone.push_back(empty_like(sum));
+  group.all_gather(everyone, sum)->wait();
+  for (int r = 0; r < group.size(); ++r)
+    expect(std::memcmp(everyone[r].raw_data(), sum.raw_data(), sum.numel() * sizeof(float)) == 0,
+           "rank " + std::to_string(r) + "'s float sum has the bits of rank " + std::to_string(group.rank()) + "'s");
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -33,10 +66,15 @@ int main(int argc, char** argv) {
       std::this_thread::sleep_for(std::chrono::milliseconds(2500));
     if (scenario == "all_shm_off_on_rank_1" && std::getenv("RANK") == std::string("1"))
       ::setenv("SG_SHM_ALLREDUCE", "0", 1);
+    const bool two_machines = argc > 2 && argv[2] == std::string("two_machines");
+    if (two_machines) ::setenv("SG_MACHINE_LABEL", std::to_string(std::atoi(std::getenv("RANK")) % 2).c_str(), 1);
     dist::init_process_group();
     dist::ProcessGroup& group = dist::default_group();
+    if (two_machines || scenario == "across_machines") expect_path_across_machines(group);
     if (scenario == "all" || scenario == "all_shm_off_on_rank_1") {
       check_every_collective(group, Device::cpu(), gloo_avg_tolerance);
+    } else if (scenario == "across_machines") {
+      check_across_machines(group);
     } else if (scenario == "dies") {
       group.barrier()->wait();
       if (group.rank() == 1) std::_Exit(9);  // gone, mid-run, without a goodbye

@@ -1,6 +1,7 @@
 // The Gloo process group across real processes on loopback: every collective, op and dtype on
-// 2 and 3 ranks (tests/dist_worker_collectives.cpp checks the values), and the failures a user
-// meets: a rank that dies, one that never comes, ranks that disagree on the collective.
+// 2 and 3 ranks (tests/dist_worker_collectives.cpp checks the values), on ranks that count as two
+// machines (the hierarchical all-reduce), and the failures a user meets: a rank that dies, one that
+// never comes, ranks that disagree on the collective.
 #include "core/cuda_runtime/runtime.h"
 #include "dist_harness.h"
 #include "helpers.h"
@@ -28,6 +29,80 @@ TEST_CASE("all_reduce through Gloo's TCP gives the same values: SG_SHM_ALLREDUCE
   const auto one_rank = test::run_ranks(SG_DIST_WORKER_COLLECTIVES, 2, {"all_shm_off_on_rank_1"});
   INFO(one_rank.summary());
   CHECK(one_rank.all_succeeded());
+}
+
+// SG_MACHINE_LABEL splits this machine in two (even and odd ranks), so these runs take the path
+// of a group that spans machines (dist/hierarchical_all_reduce.h) in every CI run;
+// scripts/multinode-test.sh runs it across network namespaces.
+TEST_CASE("on two machines all_reduce goes hierarchical and every collective gives the right values") {
+  // 3 ranks: a machine of two and a machine of one, whose rank is its own leader.
+  for (int world : {3, 4}) {
+    CAPTURE(world);
+    const auto result = test::run_ranks(SG_DIST_WORKER_COLLECTIVES, world, {"all", "two_machines"});
+    INFO(result.summary());
+    CHECK(result.all_succeeded());
+  }
+}
+
+namespace {
+
+// "bytes through gloo: N" from each rank's output, summed.
+uint64_t bytes_through_gloo(const test::RankResults& result) {
+  uint64_t total = 0;
+  for (const std::string& output : result.outputs) {
+    const size_t at = output.find("bytes through gloo: ");
+    REQUIRE(at != std::string::npos);
+    total += std::stoull(output.substr(at + 20));
+  }
+  return total;
+}
+
+}  // namespace
+
+TEST_CASE("the hierarchical all-reduce gives every rank the same bits and half the bytes of Gloo's flat one") {
+  // 2 machines x 2 ranks: only the two leaders all-reduce through Gloo, where the flat ring has all four.
+  const auto hierarchical = test::run_ranks(SG_DIST_WORKER_COLLECTIVES, 4, {"across_machines", "two_machines"});
+  INFO(hierarchical.summary());
+  REQUIRE(hierarchical.all_succeeded());
+  const auto flat = test::run_ranks(SG_DIST_WORKER_COLLECTIVES, 4, {"across_machines", "two_machines"},
+                                    {{"SG_HIERARCHICAL_ALLREDUCE", "0"}});
+  INFO(flat.summary());
+  REQUIRE(flat.all_succeeded());
+  CHECK(bytes_through_gloo(hierarchical) > 0);
+  CHECK(2 * bytes_through_gloo(hierarchical) <= bytes_through_gloo(flat));
+}
+
+TEST_CASE("a rank that exits during a hierarchical all-reduce makes the others fail promptly, naming it") {
+  // Rank 1 leads the odd machine: its machine's rank 3 sees it go in shared memory, the even
+  // machine's leader (rank 0) in Gloo.
+  const auto start = std::chrono::steady_clock::now();
+  const auto result = test::run_ranks(SG_DIST_WORKER_COLLECTIVES, 4, {"dies", "two_machines"});
+  INFO(result.summary());
+  CHECK(result.exit_code(1) == 9);
+  for (int rank : {0, 2, 3}) {
+    CAPTURE(rank);
+    CHECK(result.exit_code(rank) == 3);
+    CHECK(test::contains(result.output(rank), "all_reduce(SUM) #1 on f32[10] (40 bytes) failed"));
+  }
+  CHECK(test::contains(result.output(3), "rank 1 (pid"));
+  CHECK(test::contains(result.output(3), "exited during the shared-memory all-reduce"));
+  CHECK(test::contains(result.output(0), "rank(s) 1 exited (their connection to the store closed)"));
+  CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(15));
+}
+
+TEST_CASE("a rank that never reaches a hierarchical all-reduce: the others time out naming it") {
+  // Rank 1 leads the odd machine: rank 3 waits for it in shared memory, rank 0 in Gloo, rank 2 for rank 0.
+  const auto result =
+      test::run_ranks(SG_DIST_WORKER_COLLECTIVES, 4, {"late", "two_machines"}, {{"SG_DIST_TIMEOUT", "1"}});
+  INFO(result.summary());
+  CHECK(result.exit_code(1) == 0);
+  for (int rank : {0, 2, 3}) {
+    CAPTURE(rank);
+    CHECK(result.exit_code(rank) == 3);
+    CHECK(test::contains(result.output(rank), "all_reduce(SUM) #0 on f32[10]"));
+    CHECK(test::contains(result.output(rank), "rank(s) 1 never reached collective #0"));
+  }
+  CHECK(test::contains(result.output(3), "rank 1 did not arrive at the shared-memory all-reduce in time"));
 }
 
 TEST_CASE("a rank that exits mid-run makes the others fail promptly, naming it") {

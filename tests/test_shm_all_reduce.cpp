@@ -83,6 +83,30 @@ TEST_CASE("shared-memory all-reduce: 3 ranks, several rounds, an odd count, ever
   CHECK(std::memcmp(results[0].data(), results[2].data(), n * sizeof(float)) == 0);
 }
 
+TEST_CASE("shared-memory broadcast: the root's bits reach every rank, over several rounds between all-reduces") {
+  constexpr int kRanks = 3, kRoot = 1;
+  const size_t n = SharedMemoryAllReduce::kChunkBytes / sizeof(float) + 777;  // a full round and a short one
+  std::vector<std::vector<float>> results(kRanks);
+  const auto errors = on_threads(kRanks, [&](int rank, TcpStore& store) {
+    auto shm = connect(store, rank, kRanks);
+    std::vector<float> data(n);
+    for (int call = 0; call < 2; ++call) {  // all-reduce, broadcast, all-reduce, broadcast: the rounds go on
+      for (size_t i = 0; i < n; ++i) data[i] = value(i, rank, call);
+      shm->all_reduce(data.data(), n, sizeof(float), add_floats, 5000ms);
+      for (size_t i = 0; i < n; ++i) data[i] = value(i, rank, call + 7);
+      shm->broadcast(data.data(), n * sizeof(float), kRoot, 5000ms);
+    }
+    results[rank] = data;
+  });
+  CHECK(errors == std::vector<std::string>(kRanks));
+  for (int rank = 0; rank < kRanks; ++rank) {
+    CAPTURE(rank);
+    bool all_roots = true;
+    for (size_t i = 0; i < n; ++i) all_roots = all_roots && results[rank][i] == value(i, kRoot, 8);
+    CHECK(all_roots);
+  }
+}
+
 TEST_CASE("shared-memory all-reduce: the segments have no name, and no descriptor of one stays open after setup") {
   std::vector<std::unique_ptr<SharedMemoryAllReduce>> connected(2);
   const auto errors = on_threads(2, [&](int rank, TcpStore& store) { connected[rank] = connect(store, rank, 2); });
