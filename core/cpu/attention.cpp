@@ -199,16 +199,28 @@ struct Problem {
     const float keep_below = static_cast<float>(dropout_p);
     const int64_t drawn = causal ? std::clamp<int64_t>(i + 1 - c0, 0, cols) : cols;
     const uint64_t first = static_cast<uint64_t>((n * L + i) * S + c0);
+    math_t batch_factors[4 * kPhiloxBatch];
     for (int64_t j = 0; j < drawn;) {
       const uint64_t block = (first + static_cast<uint64_t>(j)) / 4;  // the batch's first, after first_block
-      const PhiloxBatch batch = philox_batch(seed, first_block + block);
-      const int64_t end = std::min<int64_t>(drawn, static_cast<int64_t>(4 * (block + kPhiloxBatch) - first));
-      for (; j < end; ++j) {
-        const uint64_t at = first + static_cast<uint64_t>(j) - 4 * block;  // word at % 4 of the batch's block at / 4
-        factor[j] = uniform_float(batch.word[at % 4][at / 4]) >= keep_below ? kept : math_t(0);
-      }
+      factors_of(philox_batch(seed, first_block + block), keep_below, kept, batch_factors);
+      const int64_t at = static_cast<int64_t>(first + static_cast<uint64_t>(j) - 4 * block);  // j's place in it
+      const int64_t count = std::min<int64_t>(drawn - j, 4 * kPhiloxBatch - at);
+      std::copy_n(batch_factors + at, count, factor + j);
+      j += count;
     }
     std::fill(factor + drawn, factor + cols, math_t(0));
+  }
+
+  // The factors of a batch's 64 probabilities in element order (word w of block l is element
+  // 4 l + w). Compared word by word, with unit stride, then interleaved: the loops vectorise, where
+  // one loop in element order (word e % 4 of block e / 4) ran three times slower than the draws.
+  static void factors_of(const PhiloxBatch& batch, float keep_below, math_t kept, math_t* factor) {
+    math_t by_word[4][kPhiloxBatch];
+    for (int w = 0; w < 4; ++w)
+      for (int l = 0; l < kPhiloxBatch; ++l)
+        by_word[w][l] = uniform_float(batch.word[w][l]) >= keep_below ? kept : math_t(0);
+    for (int l = 0; l < kPhiloxBatch; ++l)
+      for (int w = 0; w < 4; ++w) factor[4 * l + w] = by_word[w][l];
   }
 };
 
