@@ -549,6 +549,7 @@ TEST_CASE("fused layer_norm equals the composite formula on odd shapes and strid
       {test::rand_input({3, 5, 7}, -2, 3), 2},
       {test::noncontiguous_input({4, 9, 70}, -2, 3), 1},  // more columns than one weight-gradient block
       {test::rand_input({13, 3}, -2, 3), 1},
+      {test::rand_input({2, 75, 5}, -2, 3), 1},  // 150 rows: three row blocks of the backward, the last short
   };
   for (const Case& c : cases) {
     INFO("input ", shape_str(c.x.sizes()), " over the last ", c.normalized_dims, " dims");
