@@ -224,8 +224,18 @@ Tensor linear(const Tensor& input, const Tensor& weight, const Tensor& bias) {
   // region's cache can keep it (Note [The autocast weight cache]).
   if (const auto cast = autocast(AutocastOp::linear, input, weight, bias))
     return linear((*cast)[0], (*cast)[1], (*cast)[2]);
-  // A batch of vectors is one GEMM with the bias fused in; other ranks go through matmul.
+  // A batch of vectors is one GEMM with the bias fused in: addmm hands BLAS an output that already
+  // holds the bias (beta = 1), so no pass adds it afterwards. A contiguous [..., in] input is such a
+  // batch as a view (Note [Folding batch dims into rows]); other inputs go through matmul.
   if (input.dim() == 2) return bias.defined() ? addmm(bias, input, weight.t()) : mm(input, weight.t());
+  if (bias.defined() && input.dim() > 2 && input.is_contiguous()) {
+    SG_CHECK(weight.dim() == 2 && input.size(-1) == weight.size(1), "linear: input of shape ", shape_str(input.sizes()),
+             " does not fit weight of shape ", shape_str(weight.sizes()), " (expected [..., in] and [out, in])");
+    Shape out_shape = input.sizes();
+    out_shape.back() = weight.size(0);
+    const int64_t rows = numel_of(Shape(out_shape.begin(), out_shape.end() - 1));
+    return addmm(bias, input.reshape({rows, input.size(-1)}), weight.t()).view(out_shape);
+  }
   const Tensor out = matmul(input, weight.t());
   return bias.defined() ? out + bias : out;
 }

@@ -4,7 +4,7 @@
 // forward + backward passes after one warm-up. bench/attention_torch.py measures PyTorch the same
 // way; docs/performance.md ("Attention") has the figures and how they were taken.
 //
-//   ./build/bench/bench_attention [--threads 1,2] [--repeats 5] [--impl fused,composed]
+//   ./build/bench/bench_attention [--threads 1,2] [--repeats 5] [--impl fused,composed] [--dropout 0.1]
 //   ./build/bench/bench_attention --rss fused --T 4096   # one pass, then the process's peak RSS
 //
 // The --rss mode runs a single configuration in a fresh process, because getrusage's peak covers
@@ -34,6 +34,7 @@ struct Shape4 {
 
 struct Inputs {
   sg::Tensor q, k, v, grad_out, future;  // future: bool [T, T], true above the diagonal
+  double dropout_p = 0;                  // on the attention probabilities, as GPT's attn_pdrop
 };
 
 // The causal mask only when the composed version runs: at T = 4096 building it takes 200 MB,
@@ -57,10 +58,13 @@ double peak_rss_mb() {
 sg::Tensor composed(const Inputs& in) {
   const double scale = 1.0 / std::sqrt(static_cast<double>(in.q.size(-1)));
   const sg::Tensor scores = sg::matmul(in.q, in.k.transpose(-2, -1)) * scale;
-  return sg::matmul(sg::softmax(scores.masked_fill(in.future, -std::numeric_limits<double>::infinity()), -1), in.v);
+  const sg::Tensor probs = sg::softmax(scores.masked_fill(in.future, -std::numeric_limits<double>::infinity()), -1);
+  return sg::matmul(sg::nn::functional::dropout(probs, in.dropout_p), in.v);
 }
 
-sg::Tensor fused(const Inputs& in) { return sg::scaled_dot_product_attention(in.q, in.k, in.v, {.is_causal = true}); }
+sg::Tensor fused(const Inputs& in) {
+  return sg::scaled_dot_product_attention(in.q, in.k, in.v, {.dropout_p = in.dropout_p, .is_causal = true});
+}
 
 // One forward + backward, in ms; gradients are dropped afterwards so that none accumulate.
 double forward_backward_ms(const Inputs& in, bool use_fused) {
@@ -102,8 +106,10 @@ int main(int argc, char** argv) {
   const std::vector<int> threads = parse_list(flag(argc, argv, "--threads", "1,2"));
   const int repeats = std::stoi(flag(argc, argv, "--repeats", "5"));
   const std::string impls = flag(argc, argv, "--impl", "fused,composed");
+  const double dropout_p = std::stod(flag(argc, argv, "--dropout", "0"));
   for (const Shape4& s : {Shape4{32, 6, 128, 32}, Shape4{8, 6, 256, 64}, Shape4{4, 12, 1024, 64}}) {
-    const Inputs in = make_inputs(s, /*with_mask=*/true);
+    Inputs in = make_inputs(s, /*with_mask=*/true);
+    in.dropout_p = dropout_p;
     for (const int n : threads) {
       sg::set_num_threads(n);
       for (const bool use_fused : {true, false}) {
@@ -114,9 +120,9 @@ int main(int argc, char** argv) {
         for (int r = 0; r < repeats; ++r) times.push_back(forward_backward_ms(in, use_fused));
         std::printf(
             "{\"bench\":\"attention\",\"impl\":\"%s\",\"B\":%lld,\"H\":%lld,\"T\":%lld,\"D\":%lld,"
-            "\"causal\":true,\"threads\":%d,\"ms\":%.2f}\n",
+            "\"causal\":true,\"dropout_p\":%g,\"threads\":%d,\"ms\":%.2f}\n",
             impl, static_cast<long long>(s.B), static_cast<long long>(s.H), static_cast<long long>(s.T),
-            static_cast<long long>(s.D), n, median(times));
+            static_cast<long long>(s.D), dropout_p, n, median(times));
         std::fflush(stdout);
       }
     }

@@ -1,7 +1,7 @@
 // bench_gpt_kernels: the element-wise kernels of a minGPT training step that are not GEMMs, on
 // gpt-mini's shapes (batch 32 x block 128 = 4096 tokens, n_embd 192, MLP width 768), f32:
 //   - the random fills: bernoulli_ (what dropout draws), uniform_ and normal_ (model construction);
-//   - dropout as a whole (mask, scale, multiply);
+//   - dropout as a whole (draw, scale and multiply: one pass, core/cpu/dropout.cpp);
 //   - GELU (erf form), forward and backward;
 //   - sum over the leading dim: the bias gradients, [4096, C] -> [C], plus a strided view and a
 //     broadcast (expanded) input.

@@ -50,17 +50,11 @@ inline AttentionBatch attention_batch(const Tensor& t) {
   return batch;
 }
 
-// The Philox block that probability `element` draws from, and whether it survives dropout with
-// probability p (Note [Attention dropout from a counter]). A loop over consecutive elements draws
-// each block once and reads it four times.
-SG_HOST_DEVICE inline PhiloxBlock attention_dropout_block(uint64_t seed, uint64_t first_block, uint64_t element) {
-  return philox4x32_10(seed, first_block + element / 4);
-}
-SG_HOST_DEVICE inline bool attention_keep(const PhiloxBlock& block, uint64_t element, float p) {
-  return uniform_float(block.word[element % 4]) >= p;
-}
+// Whether probability `element` survives dropout with probability p (Note [Attention dropout from
+// a counter]): the definition. The CPU kernel computes the same bits sixteen blocks at a time
+// (core/cpu/attention.cpp); the GPU kernel and attention_dropout_mask call this.
 SG_HOST_DEVICE inline bool attention_keep(uint64_t seed, uint64_t first_block, uint64_t element, float p) {
-  return attention_keep(attention_dropout_block(seed, first_block, element), element, p);
+  return uniform_float(philox4x32_10(seed, first_block + element / 4).word[element % 4]) >= p;
 }
 
 }  // namespace sg::math

@@ -1,12 +1,14 @@
 // The losses and dropout of nn::functional. cross_entropy and nll_loss are one fused op each
-// (kernels: core/kernels/loss.h); mse_loss and dropout are short compositions of ops.
+// (kernels: core/kernels/loss.h), and so is dropout (core/kernels/dropout.h); mse_loss is a short
+// composition of ops.
 #include "nn/functional.h"
 
 #include "autograd/autocast_policy.h"
 #include "autograd/function.h"
 #include "autograd/grad_mode.h"
 #include "core/factory.h"
-#include "core/kernels/random.h"
+#include "core/kernels/dropout.h"
+#include "core/kernels/pointwise.h"
 
 namespace sg::nn::functional {
 
@@ -102,15 +104,19 @@ Tensor dropout(const Tensor& input, double p, bool training, Generator* generato
   SG_CHECK(p >= 0 && p <= 1, "dropout: probability must be in [0, 1], got ", p);
   if (!training || p == 0) return input;
   SG_CHECK(is_floating(input.dtype()), "dropout: expected a floating input, got ", input.dtype());
-  // The mask keeps an element with probability 1 - p and holds 1 / (1 - p) there (0 elsewhere),
-  // so the expected output equals the input; p = 1 gives a mask of zeros.
-  Tensor mask = empty(input.sizes(), {input.dtype(), input.device()});
-  kernels::bernoulli_(mask, 1 - p, generator != nullptr ? *generator : default_generator());
-  if (p < 1) {
-    NoGradGuard no_grad;
-    mask.mul_(1 / (1 - p));
-  }
-  return input * mask;  // d/dx = mask
+  // An element is kept with probability 1 - p and multiplied by 1 / (1 - p) (0 elsewhere), so the
+  // expected output equals the input; p = 1 gives zeros. One pass each way, keeping one byte per
+  // element for the backward (core/kernels/dropout.h): the values and draws of bernoulli_, scale,
+  // multiply.
+  Tensor out = empty(input.sizes(), {input.dtype(), input.device()});
+  Tensor keep = empty(input.sizes(), {DType::boolean, input.device()});
+  kernels::dropout(out, keep, input, p, generator != nullptr ? *generator : default_generator());
+  // d/dx = keep / (1 - p)
+  return record("DropoutBackward", out, {input}, [keep, p](const Tensor& g, const NeedsGrad&) {
+    Tensor grad = empty(g.sizes(), {g.dtype(), g.device()});
+    kernels::dropout_backward(grad, kernels::contiguous(g), keep, p);
+    return TensorList{grad};
+  });
 }
 
 }  // namespace sg::nn::functional

@@ -1,6 +1,9 @@
 // nn::MultiheadAttention, following torch.nn.functional.multi_head_attention_forward step by step:
 // project, turn the masks into one additive float mask, append bias_k / bias_v and the zero key,
-// split the heads (views, no copies), attend, merge the heads, project out.
+// split the heads (views, no copies), attend, merge the heads, project out. Unlike PyTorch, a
+// batch_first input is not transposed to [L, N, E] first: every step works on the layout it is
+// given, so that the projections of a contiguous [N, L, E] input are each one GEMM over N * L rows
+// and no transposed copy is made on the way in or out.
 #include "nn/multihead_attention.h"
 
 #include <cmath>
@@ -38,9 +41,11 @@ Tensor with_open_column(const Tensor& mask) {
   return cat({mask, zeros(column, {mask.dtype(), mask.device()})}, -1);
 }
 
-// [T, N, E] -> [N, H, T, D]: a view when the projection allows it (it always does for ours).
-Tensor split_heads(const Tensor& x, int64_t heads) {
-  return x.reshape({x.size(0), x.size(1), heads, x.size(2) / heads}).permute({1, 2, 0, 3});
+// [T, N, E] (seq_dim 0) or [N, T, E] (seq_dim 1) -> [N, H, T, D]: a view when the projection
+// allows it (it always does for ours).
+Tensor split_heads(const Tensor& x, int64_t heads, int64_t seq_dim) {
+  const Tensor split = x.reshape({x.size(0), x.size(1), heads, x.size(2) / heads});
+  return seq_dim == 0 ? split.permute({1, 2, 0, 3}) : split.permute({0, 2, 1, 3});
 }
 
 }  // namespace
@@ -100,36 +105,29 @@ std::pair<Tensor, Tensor> MultiheadAttention::forward(const Tensor& query, const
         forward(query.unsqueeze(batch_dim), key.unsqueeze(batch_dim), value.unsqueeze(batch_dim), batched);
     return {out.squeeze(batch_dim), weights.defined() ? weights.squeeze(0) : weights};
   }
-  const bool batch_first = this->options.batch_first;
-  const Tensor q_in = batch_first ? query.transpose(0, 1) : query;  // [L, N, E]
-  const Tensor k_in = batch_first ? key.transpose(0, 1) : key;      // [S, N, kdim]
-  const Tensor v_in = batch_first ? value.transpose(0, 1) : value;  // [S, N, vdim]
-  const int64_t L = q_in.size(0), N = q_in.size(1), E = embed_dim;
-  SG_CHECK(q_in.size(2) == E, kName, ": query of shape ", shape_str(query.sizes()), " does not match embed_dim ", E);
-  SG_CHECK(k_in.size(2) == kdim && v_in.size(2) == vdim, kName, ": key of shape ", shape_str(key.sizes()),
+  // [L, N, E] or, batch_first, [N, L, E]: the sequence dim and the batch dim.
+  const int64_t seq_dim = this->options.batch_first ? 1 : 0, batch_dim = 1 - seq_dim;
+  const int64_t L = query.size(seq_dim), N = query.size(batch_dim), E = embed_dim;
+  SG_CHECK(query.size(2) == E, kName, ": query of shape ", shape_str(query.sizes()), " does not match embed_dim ", E);
+  SG_CHECK(key.size(2) == kdim && value.size(2) == vdim, kName, ": key of shape ", shape_str(key.sizes()),
            " and value of shape ", shape_str(value.sizes()), " do not match kdim ", kdim, " and vdim ", vdim);
-  SG_CHECK(k_in.size(0) == v_in.size(0) && k_in.size(1) == N && v_in.size(1) == N, kName, ": key of shape ",
-           shape_str(key.sizes()), " and value of shape ", shape_str(value.sizes()),
+  SG_CHECK(key.size(seq_dim) == value.size(seq_dim) && key.size(batch_dim) == N && value.size(batch_dim) == N, kName,
+           ": key of shape ", shape_str(key.sizes()), " and value of shape ", shape_str(value.sizes()),
            " must share the sequence and batch sizes of each other, and the batch size of query of shape ",
            shape_str(query.sizes()));
-  int64_t S = k_in.size(0);
+  int64_t S = key.size(seq_dim);
 
-  // The projections. Self-attention (one tensor for all three) runs one GEMM against the packed
-  // weight and takes q, k, v as column ranges of its output.
-  Tensor q, k, v;  // [L, N, E], [S, N, E], [S, N, E]
+  // The projections: one linear each, also for self-attention (where PyTorch runs one GEMM
+  // against the packed weight and takes q, k, v as column ranges of its output). Column ranges are
+  // narrow() views, whose backward writes each gradient into a zero tensor of the packed width,
+  // which the engine then sums: three fills, three copies and two sums of [N, L, 3E] per step that
+  // three products of the same FLOPs do not need (docs/performance.md, "minGPT's step").
+  const TensorList w =
+      in_proj_weight.defined() ? in_proj_weight.chunk(3, 0) : TensorList{q_proj_weight, k_proj_weight, v_proj_weight};
   const TensorList b = in_proj_bias.defined() ? in_proj_bias.chunk(3, 0) : TensorList{Tensor(), Tensor(), Tensor()};
-  if (in_proj_weight.defined() && query.is_same(key) && key.is_same(value)) {
-    const Tensor qkv = linear(q_in, in_proj_weight, in_proj_bias);
-    q = qkv.narrow(2, 0, E);
-    k = qkv.narrow(2, E, E);
-    v = qkv.narrow(2, 2 * E, E);
-  } else {
-    const TensorList w =
-        in_proj_weight.defined() ? in_proj_weight.chunk(3, 0) : TensorList{q_proj_weight, k_proj_weight, v_proj_weight};
-    q = linear(q_in, w[0], b[0]);
-    k = linear(k_in, w[1], b[1]);
-    v = linear(v_in, w[2], b[2]);
-  }
+  Tensor q = linear(query, w[0], b[0]);  // [L, N, E] (batch_first: [N, L, E])
+  Tensor k = linear(key, w[1], b[1]);    // [S, N, E] (batch_first: [N, S, E])
+  Tensor v = linear(value, w[2], b[2]);  // [S, N, E] (batch_first: [N, S, E])
 
   // The masks, as one additive float mask that broadcasts to [N, H, L, S].
   SG_CHECK(!options.is_causal || options.attn_mask.defined(), kName,
@@ -153,24 +151,27 @@ std::pair<Tensor, Tensor> MultiheadAttention::forward(const Tensor& query, const
     padding = additive_mask(m, q.dtype()).reshape({N, 1, 1, S});
   }
   // One more key and value at the end of every sequence, which no mask hides.
+  Shape one_key{N, E};
+  one_key.insert(one_key.begin() + seq_dim, 1);  // [1, N, E] or [N, 1, E]
   auto append_open_key = [&](const Tensor& key_row, const Tensor& value_row) {
-    k = cat({k, key_row}, 0);
-    v = cat({v, value_row}, 0);
+    k = cat({k, key_row}, seq_dim);
+    v = cat({v, value_row}, seq_dim);
     S += 1;
     if (mask.defined()) mask = with_open_column(mask);
     if (padding.defined()) padding = with_open_column(padding);
   };
-  if (bias_k.defined()) append_open_key(bias_k.expand({1, N, E}), bias_v.expand({1, N, E}));
+  if (bias_k.defined()) append_open_key(bias_k.expand(one_key), bias_v.expand(one_key));
   // PyTorch appends the zero key per (batch entry, head) after splitting the heads; a zero row of
   // all E features here splits into exactly those rows. With it, a query whose keys are all masked
   // still has one to attend to: its weights are defined (not NaN).
   if (this->options.add_zero_attn) {
-    const Tensor zero_row = zeros({1, N, E}, {k.dtype(), k.device()});
+    const Tensor zero_row = zeros(one_key, {k.dtype(), k.device()});
     append_open_key(zero_row, zero_row);
   }
   if (padding.defined()) mask = mask.defined() ? mask + padding : padding;
 
-  const Tensor qh = split_heads(q, num_heads), kh = split_heads(k, num_heads), vh = split_heads(v, num_heads);
+  const Tensor qh = split_heads(q, num_heads, seq_dim), kh = split_heads(k, num_heads, seq_dim),
+               vh = split_heads(v, num_heads, seq_dim);
   const double dropout_p = is_training() ? this->options.dropout : 0.0;
   Tensor heads, weights;  // [N, H, L, D], [N, H, L, S]
   if (!options.need_weights) {
@@ -184,8 +185,10 @@ std::pair<Tensor, Tensor> MultiheadAttention::forward(const Tensor& query, const
     heads = matmul(weights, vh);
     if (options.average_attn_weights) weights = weights.mean({1});
   }
-  Tensor out = (*out_proj)(heads.permute({2, 0, 1, 3}).reshape({L, N, E}));
-  return {batch_first ? out.transpose(0, 1) : out, weights};
+  // [N, H, L, D] -> [L, N, E] or [N, L, E]: the one copy of the heads.
+  const Tensor merged =
+      seq_dim == 0 ? heads.permute({2, 0, 1, 3}).reshape({L, N, E}) : heads.permute({0, 2, 1, 3}).reshape({N, L, E});
+  return {(*out_proj)(merged), weights};
 }
 
 }  // namespace sg::nn

@@ -157,24 +157,44 @@ TEST_CASE("gradcheck: the fused attention with masks, L != S and Ev != E") {
                   {q, k, v});  // L > S
 }
 
-TEST_CASE("dropout: the fused attention equals the composed one given the same keep-mask, forward and backward") {
-  const Tensor q = input({2, 3, 70, 4}), k = input({2, 3, 9, 4}), v = input({2, 3, 9, 5});
-  const double p = 0.3;
+namespace {
+
+// The fused op with dropout and the composed one given attention_dropout_mask's keep-mask for the
+// same generator state: outputs and gradients agree to f64 rounding, and the op reserved its draws.
+void check_dropout_matches_composed(const Tensor& q, const Tensor& k, const Tensor& v, bool causal, double p) {
   Generator generator(1234);
   generator.set_offset(17);
-  const Tensor keep = attention_dropout_mask({2, 3, 70, 9}, p, generator.seed(), generator.offset());
+  Shape scores = q.sizes();
+  scores.back() = k.size(-2);
+  const Tensor keep = attention_dropout_mask(scores, p, generator.seed(), generator.offset());
   const double kept = test::values(keep.to(DType::f64).mean())[0];
-  CHECK(kept > 0.6);
-  CHECK(kept < 0.8);
+  CHECK(kept > 1 - p - 0.1);
+  CHECK(kept < 1 - p + 0.1);
   const Tensor weight = output_weight(q, v);
-  const Run expected =
-      run([&](const TensorList& in) { return composed(in[0], in[1], in[2], {.keep = keep, .dropout_p = p}); },
-          {q, k, v}, weight);
-  const Run got = run([&](const TensorList& in) { return fused(in[0], in[1], in[2], {.dropout_p = p}, &generator); },
-                      {q, k, v}, weight);
-  CHECK(generator.offset() == 17 + (2 * 3 * 70 * 9 + 3) / 4);  // the op reserved its draws
+  const Run expected = run(
+      [&](const TensorList& in) {
+        return composed(in[0], in[1], in[2], {.causal = causal, .keep = keep, .dropout_p = p});
+      },
+      {q, k, v}, weight);
+  const Run got = run(
+      [&](const TensorList& in) { return fused(in[0], in[1], in[2], {.causal = causal, .dropout_p = p}, &generator); },
+      {q, k, v}, weight);
+  CHECK(generator.offset() == 17 + static_cast<uint64_t>((numel_of(scores) + 3) / 4));
   CHECK(test::max_abs_diff(got.out, expected.out) < 1e-12);
   for (size_t i = 0; i < 3; ++i) CHECK(test::max_abs_diff(got.grads[i], expected.grads[i]) < 1e-12);
+}
+
+}  // namespace
+
+TEST_CASE("dropout: the fused attention equals the composed one given the same keep-mask, forward and backward") {
+  // S = 9: rows start at elements that are no multiple of a Philox block's four words.
+  check_dropout_matches_composed(input({2, 3, 70, 4}), input({2, 3, 9, 4}), input({2, 3, 9, 5}), false, 0.3);
+}
+
+TEST_CASE("causal dropout over several key blocks draws the keep-mask's bits, on and below the diagonal") {
+  // L = S = 150: three key blocks of the CPU kernel, rows that straddle its 64-probability batches
+  // of draws, and the keys above the diagonal that it does not draw.
+  check_dropout_matches_composed(input({2, 2, 150, 3}), input({2, 2, 150, 3}), input({2, 2, 150, 4}), true, 0.2);
 }
 
 TEST_CASE("gradcheck: the fused attention with dropout, the same seed for every evaluation") {

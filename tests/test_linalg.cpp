@@ -232,6 +232,32 @@ TEST_CASE("mm, bmm and addmm gradients match finite differences") {
   }
 }
 
+TEST_CASE("linear on a batch of rows equals the reference product plus bias, folded or not") {
+  // A contiguous [..., in] input takes the one-GEMM path with the bias in the GEMM's output
+  // (addmm); a transposed one is not foldable and goes through matmul and a broadcast add.
+  const Tensor weight = randn_of({5, 7}), bias = randn_of({5});
+  for (const Tensor& input : {randn_of({3, 4, 7}), randn_of({2, 1, 3, 7}), randn_of({4, 3, 7}).transpose(0, 1)}) {
+    INFO("input ", shape_str(input.sizes()), " strides ", shape_str(input.strides()));
+    const Tensor expected = reference_matmul(input, weight.t()) + bias;
+    const Tensor out = linear(input, weight, bias);
+    REQUIRE(out.sizes() == expected.sizes());
+    CHECK(test::max_abs_diff(out, expected) <= kF64Tolerance);
+  }
+}
+
+TEST_CASE("linear gradients match finite differences on contiguous and transposed batches") {
+  CHECK_GRADCHECK([](const TensorList& x) { return linear(x[0], x[1], x[2]); },
+                  {test::rand_input({2, 3, 4}), test::rand_input({5, 4}), test::rand_input({5})});
+  CHECK_GRADCHECK([](const TensorList& x) { return linear(x[0].transpose(0, 1), x[1], x[2]); },
+                  {test::rand_input({3, 2, 4}), test::rand_input({5, 4}), test::rand_input({5})});
+}
+
+TEST_CASE("linear names the input and weight shapes that do not fit") {
+  const Tensor input = randn_of({2, 3, 4}), weight = randn_of({5, 6}), bias = randn_of({5});
+  CHECK_THROWS_WITH_AS(linear(input, weight, bias), doctest::Contains("[2, 3, 4]"), Error);
+  CHECK_THROWS_WITH_AS(linear(input, weight, bias), doctest::Contains("[5, 6]"), Error);
+}
+
 TEST_CASE("baddbmm computes beta * input + alpha * bmm(a, b) with input broadcast, and its gradients") {
   const Tensor a = randn_of({3, 7, 13}), b = randn_of({3, 13, 5});
   for (const Shape& input_shape : {Shape{3, 7, 5}, Shape{7, 5}, Shape{1, 7, 1}, Shape{}}) {

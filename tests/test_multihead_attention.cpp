@@ -588,6 +588,38 @@ TEST_CASE("MultiheadAttention takes unbatched inputs and trains through both pat
   }
 }
 
+TEST_CASE("batch_first self-attention equals the sequence-first module on transposed inputs, gradients included") {
+  // batch_first works on [N, L, E] without transposing: against the [L, N, E] path, with the
+  // appended keys (bias_k, the zero key), a causal mask and both the fused and the composed path.
+  const nn::MultiheadAttentionOptions options{.add_bias_kv = true, .add_zero_attn = true};
+  nn::MultiheadAttentionOptions first_options = options;
+  first_options.batch_first = true;
+  nn::MultiheadAttention batch_first(6, 2, first_options), sequence_first(6, 2, options);
+  batch_first.to(DType::f64);
+  sequence_first.to(DType::f64);
+  sequence_first.load_state_dict(batch_first.state_dict());
+  const Tensor causal = ones({5, 5}).triu(1).ne(zeros({5, 5}));
+  for (const bool need_weights : {true, false}) {
+    CAPTURE(need_weights);
+    const nn::MultiheadAttentionForwardOptions forward{
+        .need_weights = need_weights, .attn_mask = causal, .is_causal = !need_weights};
+    const Tensor x = test::rand_input({3, 5, 6});  // [N, L, E]
+    const Tensor x_sequence_first = x.detach().transpose(0, 1).contiguous().requires_grad_();
+    batch_first.zero_grad();
+    sequence_first.zero_grad();
+    const Tensor out = batch_first.forward(x, x, x, forward).first;
+    const Tensor expected =
+        sequence_first.forward(x_sequence_first, x_sequence_first, x_sequence_first, forward).first.transpose(0, 1);
+    CHECK(test::max_abs_diff(out, expected) < 1e-12);
+    const Tensor weight = test::rand_input({3, 5, 6}).detach();
+    (out * weight).sum().backward();
+    (expected * weight).sum().backward();
+    CHECK(test::max_abs_diff(x.grad(), x_sequence_first.grad().transpose(0, 1)) < 1e-12);
+    CHECK(test::max_abs_diff(batch_first.in_proj_weight.grad(), sequence_first.in_proj_weight.grad()) < 1e-12);
+    CHECK(test::max_abs_diff(batch_first.bias_k.grad(), sequence_first.bias_k.grad()) < 1e-12);
+  }
+}
+
 TEST_CASE("MultiheadAttention errors name the shapes") {
   const auto mha = reference_module();
   CHECK_THROWS_WITH_AS(mha->forward(formula({3, 2, 6}, 0), kKey, kValue),

@@ -7,6 +7,7 @@
 #include <numbers>
 #include <vector>
 
+#include "core/kernels/random.h"
 #include "helpers.h"
 
 using namespace sg;
@@ -252,6 +253,35 @@ TEST_CASE("Dropout masks repeat with the seed and the gradient is the mask") {
   CHECK(test::values(first) != test::values(nn::functional::dropout(x, 0.5, true, &c)));
   first.sum().backward();
   CHECK(test::values(x.grad() * x) == test::values(first));  // grad = mask, first = x * mask
+}
+
+TEST_CASE("one-pass dropout equals bernoulli_, scale and multiply to the bit, forward and backward") {
+  // The reference is the three passes of core/kernels/dropout.h from a generator in the same state:
+  // the same draws, values, gradients and generator offset, for every floating dtype, a transposed
+  // input, an odd size (the last Philox block half used), p = 1, and 1 or 2 threads.
+  for (const DType dtype : {DType::f32, DType::f64, DType::f16, DType::bf16}) {
+    for (const double p : {0.3, 1.0}) {
+      for (const int threads : {1, 2}) {
+        CAPTURE(dtype);
+        CAPTURE(p);
+        CAPTURE(threads);
+        const test::NumThreadsGuard guard(threads);
+        const Tensor x = randn({7, 129}, {}, &test::rng()).to(dtype).transpose(0, 1).detach().requires_grad_();
+        Generator fused_generator(21), reference_generator(21);
+        fused_generator.reserve(3);
+        reference_generator.reserve(3);
+        const Tensor out = nn::functional::dropout(x, p, true, &fused_generator);
+        Tensor mask = empty(x.sizes(), {dtype});
+        kernels::bernoulli_(mask, 1 - p, reference_generator);
+        if (p < 1) mask.mul_(1 / (1 - p));
+        CHECK(test::values(out) == test::values(x.detach() * mask));
+        CHECK(fused_generator.offset() == reference_generator.offset());
+        const Tensor weight = randn({129, 7}, {}, &test::rng()).to(dtype);
+        out.backward(weight);
+        CHECK(test::values(x.grad()) == test::values(weight * mask));
+      }
+    }
+  }
 }
 
 TEST_CASE("dropout with p = 0 is the identity, p = 1 zeroes everything, other p are refused") {
@@ -519,6 +549,7 @@ TEST_CASE("fused layer_norm equals the composite formula on odd shapes and strid
       {test::rand_input({3, 5, 7}, -2, 3), 2},
       {test::noncontiguous_input({4, 9, 70}, -2, 3), 1},  // more columns than one weight-gradient block
       {test::rand_input({13, 3}, -2, 3), 1},
+      {test::rand_input({2, 75, 5}, -2, 3), 1},  // 150 rows: three row blocks of the backward, the last short
   };
   for (const Case& c : cases) {
     INFO("input ", shape_str(c.x.sizes()), " over the last ", c.normalized_dims, " dims");

@@ -3,6 +3,7 @@
 // temporaries the size of the input.
 #include <algorithm>
 #include <cmath>
+#include <vector>
 
 #include "core/cpu/lane_sum.h"
 #include "core/cpu/norm_kernels.h"
@@ -169,10 +170,6 @@ void batch_norm_backward(const Tensor& grad_input, const Tensor& grad_weight, co
   });
 }
 
-namespace {
-constexpr int64_t kColumnBlock = 64;  // layer norm's weight gradient: columns per task
-}  // namespace
-
 void layer_norm(const Tensor& out, const Tensor& mean, const Tensor& rstd, const Tensor& input, const Tensor& weight,
                 const Tensor& bias, int64_t row_length, double eps) {
   const Tensor x = kernels::contiguous(input);
@@ -213,6 +210,33 @@ void layer_norm(const Tensor& out, const Tensor& mean, const Tensor& rstd, const
   });
 }
 
+namespace {
+
+// Layer norm's backward takes the rows in blocks of this many, a task each; every block also keeps
+// its own column sums for the weight and bias gradients.
+constexpr int64_t kRowBlock = 64;
+
+// dx of one row: rstd * (dxhat - mean(dxhat) - xhat * mean(dxhat * xhat)), dxhat = dy * w. The two
+// means are sums in double; the row is written in math_t, as the forward writes its output.
+template <typename scalar_t>
+void row_input_gradient(const scalar_t* row, const scalar_t* g, const scalar_t* w, double m, double inv, int64_t K,
+                        scalar_t* dx) {
+  using math_t = opmath_t<scalar_t>;
+  auto dxhat = [&](int64_t k) { return load(g[k]) * (w != nullptr ? load(w[k]) : 1.0); };
+  const double mean_dxhat = lane_sum(K, dxhat) / static_cast<double>(K);
+  const double mean_dxhat_xhat =
+      lane_sum(K, [&](int64_t k) { return dxhat(k) * (load(row[k]) - m) * inv; }) / static_cast<double>(K);
+  const auto m_m = static_cast<math_t>(m), inv_m = static_cast<math_t>(inv);
+  const auto mean_m = static_cast<math_t>(mean_dxhat), projection = static_cast<math_t>(mean_dxhat_xhat);
+  for (int64_t k = 0; k < K; ++k) {
+    const math_t xhat = (static_cast<math_t>(row[k]) - m_m) * inv_m;
+    const math_t dxhat_k = static_cast<math_t>(g[k]) * (w != nullptr ? static_cast<math_t>(w[k]) : math_t(1));
+    dx[k] = static_cast<scalar_t>(inv_m * (dxhat_k - mean_m - xhat * projection));
+  }
+}
+
+}  // namespace
+
 void layer_norm_backward(const Tensor& grad_input, const Tensor& grad_weight, const Tensor& grad_bias,
                          const Tensor& grad_out, const Tensor& input, const Tensor& weight, const Tensor& mean,
                          const Tensor& rstd, int64_t row_length) {
@@ -229,52 +253,43 @@ void layer_norm_backward(const Tensor& grad_input, const Tensor& grad_weight, co
     scalar_t* dx_data = optional_data<scalar_t>(grad_input);
     scalar_t* dw_data = optional_data<scalar_t>(grad_weight);
     scalar_t* db_data = optional_data<scalar_t>(grad_bias);
-    if (dx_data != nullptr) {
-      // Rows in parallel: dx = rstd * (dxhat - mean(dxhat) - xhat * mean(dxhat * xhat)), dxhat = dy * w.
-      parallel_for(M, std::max<int64_t>(1, kParallelGrain / std::max<int64_t>(1, K)), [&](int64_t begin, int64_t end) {
-        for (int64_t r = begin; r < end; ++r) {
+    // One pass over the rows for all three gradients: a block of rows writes its rows' dx while
+    // they are in cache and adds their dy * xhat and dy into the block's own column sums (double).
+    // The blocks' sums are then added in block order: the blocks depend on the shape only, so the
+    // bits do not depend on the thread count.
+    const bool column_sums = dw_data != nullptr || db_data != nullptr;
+    const int64_t blocks = (M + kRowBlock - 1) / kRowBlock;
+    std::vector<double> block_sums(column_sums ? blocks * 2 * K : 0);  // per block: sum(dy * xhat), sum(dy)
+    const int64_t grain = std::max<int64_t>(1, kParallelGrain / std::max<int64_t>(1, kRowBlock * K));
+    parallel_for(blocks, grain, [&](int64_t begin, int64_t end) {
+      for (int64_t block = begin; block < end; ++block) {
+        double* sum_dy_xhat = column_sums ? block_sums.data() + block * 2 * K : nullptr;
+        double* sum_dy = column_sums ? sum_dy_xhat + K : nullptr;
+        for (int64_t r = block * kRowBlock; r < std::min(M, (block + 1) * kRowBlock); ++r) {
           const scalar_t* row = x_data + r * K;
           const scalar_t* g = dy_data + r * K;
           const double m = mean_data[r];
           const double inv = rstd_data[r];
-          auto dxhat = [&](int64_t k) { return load(g[k]) * (w != nullptr ? load(w[k]) : 1.0); };
-          const double mean_dxhat = lane_sum(K, dxhat) / static_cast<double>(K);
-          const double mean_dxhat_xhat =
-              lane_sum(K, [&](int64_t k) { return dxhat(k) * (load(row[k]) - m) * inv; }) / static_cast<double>(K);
+          if (dx_data != nullptr) row_input_gradient(row, g, w, m, inv, K, dx_data + r * K);
+          if (!column_sums) continue;
           for (int64_t k = 0; k < K; ++k) {
-            const double xhat = (load(row[k]) - m) * inv;
-            dx_data[r * K + k] = static_cast<scalar_t>(inv * (dxhat(k) - mean_dxhat - xhat * mean_dxhat_xhat));
-          }
-        }
-      });
-    }
-    if (dw_data == nullptr && db_data == nullptr) return;
-    // Blocks of columns in parallel, each summing its columns over all rows in row order: no
-    // partial results to combine, and the same bits for any thread count.
-    const int64_t blocks = (K + kColumnBlock - 1) / kColumnBlock;
-    const int64_t grain = std::max<int64_t>(1, kParallelGrain / std::max<int64_t>(1, M * kColumnBlock));
-    parallel_for(blocks, grain, [&](int64_t begin, int64_t end) {
-      for (int64_t block = begin; block < end; ++block) {
-        const int64_t first = block * kColumnBlock;
-        const int64_t width = std::min(kColumnBlock, K - first);
-        double sum_dy_xhat[kColumnBlock] = {};
-        double sum_dy[kColumnBlock] = {};
-        for (int64_t r = 0; r < M; ++r) {
-          const double m = mean_data[r];
-          const double inv = rstd_data[r];
-          const scalar_t* row = x_data + r * K + first;
-          const scalar_t* g = dy_data + r * K + first;
-          for (int64_t k = 0; k < width; ++k) {
             sum_dy_xhat[k] += load(g[k]) * (load(row[k]) - m) * inv;
             sum_dy[k] += load(g[k]);
           }
         }
-        for (int64_t k = 0; k < width; ++k) {
-          if (dw_data != nullptr) dw_data[first + k] = static_cast<scalar_t>(sum_dy_xhat[k]);
-          if (db_data != nullptr) db_data[first + k] = static_cast<scalar_t>(sum_dy[k]);
-        }
       }
     });
+    if (!column_sums) return;
+    for (int64_t k = 0; k < K; ++k) {
+      double total_dy_xhat = 0;
+      double total_dy = 0;
+      for (int64_t block = 0; block < blocks; ++block) {
+        total_dy_xhat += block_sums[block * 2 * K + k];
+        total_dy += block_sums[block * 2 * K + K + k];
+      }
+      if (dw_data != nullptr) dw_data[k] = static_cast<scalar_t>(total_dy_xhat);
+      if (db_data != nullptr) db_data[k] = static_cast<scalar_t>(total_dy);
+    }
   });
 }
 
