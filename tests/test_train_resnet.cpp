@@ -187,6 +187,31 @@ TEST_CASE("train_resnet under sgrun --max-restarts 1: a killed worker resumes an
   CHECK(difference(a, b, "optimizer.") == 0);
 }
 
+TEST_CASE(
+    "train_resnet --save-every-steps 1: a worker killed mid-epoch resumes from that step and ends as an unkilled run") {
+  test::TempDir dir;
+  const std::string root = write_folder(dir.path());
+  const std::vector<std::string> plain =
+      small_run(root, 2) + std::vector<std::string>{"--snapshot", dir.path() + "/plain.safetensors"};
+  REQUIRE(train_resnet(plain, 2).exit_code == 0);
+  std::vector<std::string> args = {"--standalone", "--nproc-per-node", "2", "--max-restarts", "1", SG_TRAIN_RESNET};
+  args = args + small_run(root, 2) +
+         std::vector<std::string>{"--snapshot", dir.path() + "/killed.safetensors", "--save-every-steps", "1"};
+  // 2 steps per epoch: rank 1 dies after step 3, the first of epoch 2, whose step snapshot is the newest.
+  const test::RankResults sgrun = test::run_ranks(SG_SGRUN, 1, args, {{"SG_TEST_KILL_AT_STEP", "3"}}, 120);
+  INFO(sgrun.summary());
+  CHECK(sgrun.exit_code(0) == 0);
+  CHECK(test::contains(sgrun.output(0), "checkpoint_2/state.safetensors after epoch 1 (step 3)"));
+  const SafetensorsFile a = load_safetensors(dir.path() + "/plain.safetensors");
+  const SafetensorsFile b = load_safetensors(dir.path() + "/killed.safetensors");
+  CHECK(difference(a, b, "model.") == 0);
+  CHECK(difference(a, b, "optimizer.") == 0);
+  // --keep 2 (the default): the snapshots of steps 3 and 4 remain.
+  const std::string steps = dir.path() + "/killed.safetensors.steps/checkpoints/";
+  CHECK(std::filesystem::exists(steps + "checkpoint_3"));
+  CHECK_FALSE(std::filesystem::exists(steps + "checkpoint_1"));
+}
+
 TEST_CASE("train_resnet --weights drops the 1000-class head and --freeze-layers trains fc alone") {
   test::TempDir dir;
   const std::string root = write_folder(dir.path());
