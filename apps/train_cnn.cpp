@@ -14,6 +14,7 @@
 #include <memory>
 #include <string>
 
+#include "apps/step_snapshot_flags.h"
 #include "core/atomic_file.h"
 #include "data/dataloader.h"
 #include "data/fashion_mnist.h"
@@ -32,7 +33,6 @@
 #include "train/accelerator.h"
 #include "train/model_flops_utilization.h"
 #include "train/nonfinite_loss.h"
-#include "train/step_snapshots.h"
 
 namespace {
 
@@ -51,8 +51,7 @@ struct Config {
   std::string save;
   std::string resume;
   std::string snapshot;
-  int64_t save_every_steps = 0;  // 0: a snapshot per epoch only
-  int keep = 2;                  // step snapshots kept
+  StepSnapshotFlags step_snapshots;  // --save-every-steps, --keep
   std::string log;
   std::string tensorboard;
   int64_t train_subset = 0;  // 0: the whole training set
@@ -148,9 +147,7 @@ int run(const Config& config) {
   options.amp_diagnostics = config.amp_debug;
   options.device = config.device;
   options.gradient_accumulation_steps = config.gradient_accumulation_steps;
-  SG_CHECK(config.save_every_steps == 0 || !config.snapshot.empty(),
-           "--save-every-steps writes beside the --snapshot file: give --snapshot FILE too");
-  if (config.save_every_steps > 0) options.project_config = sg::dist::step_snapshots(config.snapshot, config.keep);
+  options.project_config = config.step_snapshots.project(config.snapshot);
   sg::dist::Accelerator accelerator(options);
   if (!config.tensorboard.empty()) accelerator.init_trackers(config.tensorboard);  // before the data: fail fast
   sg::set_num_threads(config.threads);
@@ -252,8 +249,8 @@ int run(const Config& config) {
       bar.update(1, images, shown);
       log.write(row);
       accelerator.log(scalars, step);
-      nonfinite_guard.observe(loss_value, step);                                 // Note [Stopping on a non-finite loss]
-      if (config.save_every_steps > 0 && step % config.save_every_steps == 0) {  // resumes inside this epoch
+      nonfinite_guard.observe(loss_value, step);  // Note [Stopping on a non-finite loss]
+      if (config.step_snapshots.due(step)) {      // resumes inside this epoch
         nonfinite_guard.check_before_saving(accelerator.unwrap_model(*model), config.snapshot + ".steps", step);
         accelerator.save_state(
             *model, {{"epoch", std::to_string(epoch)}, {"step", std::to_string(step)}, {"model", config.model}});
@@ -328,14 +325,7 @@ int main(int argc, char** argv) {
   app.add_option("--snapshot", config.snapshot,
                  "Save model, optimizer, scheduler, RNG and epoch here after every epoch (atomically) and resume from "
                  "it when it exists at start: with `sgrun --max-restarts` a killed run finishes");
-  app.add_option("--save-every-steps", config.save_every_steps,
-                 "Also snapshot every N optimizer steps, inside the epoch, into --snapshot's FILE.steps/checkpoints/"
-                 "checkpoint_<i>; a restarted run resumes from the newest snapshot of either kind (0: per epoch only)")
-      ->check(CLI::NonNegativeNumber)
-      ->capture_default_str();
-  app.add_option("--keep", config.keep, "Step snapshots kept, the oldest removed (0: all)")
-      ->check(CLI::NonNegativeNumber)
-      ->capture_default_str();
+  config.step_snapshots.add_to(app);
   app.add_option("--amp", config.amp, "Mixed precision: none, f16 (autocast + loss scaler) or bf16 (autocast)")
       ->check(CLI::IsMember({"none", "f16", "bf16"}))
       ->capture_default_str();

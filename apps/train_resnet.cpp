@@ -24,6 +24,7 @@
 #include <numbers>
 #include <string>
 
+#include "apps/step_snapshot_flags.h"
 #include "apps/test_hooks.h"
 #include "core/atomic_file.h"
 #include "data/dataloader.h"
@@ -46,7 +47,6 @@
 #include "train/accelerator.h"
 #include "train/model_flops_utilization.h"
 #include "train/nonfinite_loss.h"
-#include "train/step_snapshots.h"
 
 namespace {
 
@@ -75,8 +75,7 @@ struct Config {
   int threads = 1;
   uint64_t seed = 0;
   std::string snapshot;
-  int64_t save_every_steps = 0;  // 0: a snapshot per epoch only
-  int keep = 2;                  // step snapshots kept
+  StepSnapshotFlags step_snapshots;  // --save-every-steps, --keep
   std::string save_dir;
   std::string tensorboard;
   std::string profile;          // directory for the profile of steps 2-6
@@ -151,9 +150,7 @@ int run(const Config& config) {
   options.amp_diagnostics = config.amp_debug;
   options.device = config.device;
   options.gradient_accumulation_steps = config.gradient_accumulation_steps;
-  SG_CHECK(config.save_every_steps == 0 || !config.snapshot.empty(),
-           "--save-every-steps writes beside the --snapshot file: give --snapshot FILE too");
-  if (config.save_every_steps > 0) options.project_config = sg::dist::step_snapshots(config.snapshot, config.keep);
+  options.project_config = config.step_snapshots.project(config.snapshot);
   sg::dist::Accelerator accelerator(options);
   const bool is_main = accelerator.is_main_process();
   if (!config.save_dir.empty() && is_main) {
@@ -266,8 +263,8 @@ int run(const Config& config) {
       accelerator.zero_grad(optimizer);
       ++step;
       profiler.step();
-      nonfinite_guard.observe(loss_value, step);                                 // Note [Stopping on a non-finite loss]
-      if (config.save_every_steps > 0 && step % config.save_every_steps == 0) {  // resumes inside this epoch
+      nonfinite_guard.observe(loss_value, step);  // Note [Stopping on a non-finite loss]
+      if (config.step_snapshots.due(step)) {      // resumes inside this epoch
         nonfinite_guard.check_before_saving(accelerator.unwrap_model(*model), config.snapshot + ".steps", step);
         accelerator.save_state(
             *model, {{"epoch", std::to_string(epoch)}, {"step", std::to_string(step)}, {"model", config.model}});
@@ -387,14 +384,7 @@ int main(int argc, char** argv) {
   app.add_option("--snapshot", config.snapshot,
                  "Save model, optimizer, scheduler, RNG and epoch here after every epoch (atomically) and resume from "
                  "it when it exists at start: with `sgrun --max-restarts` a killed run finishes");
-  app.add_option("--save-every-steps", config.save_every_steps,
-                 "Also snapshot every N optimizer steps, inside the epoch, into --snapshot's FILE.steps/checkpoints/"
-                 "checkpoint_<i>; a restarted run resumes from the newest snapshot of either kind (0: per epoch only)")
-      ->check(CLI::NonNegativeNumber)
-      ->capture_default_str();
-  app.add_option("--keep", config.keep, "Step snapshots kept, the oldest removed (0: all)")
-      ->check(CLI::NonNegativeNumber)
-      ->capture_default_str();
+  config.step_snapshots.add_to(app);
   app.add_option("--save-dir", config.save_dir,
                  "Write the model after every epoch as DIR/model-<epoch>.safetensors (from 0, as the recipe), and "
                  "DIR/class_indices.json (created when missing)");

@@ -95,7 +95,6 @@ namespace {
 
 std::string processes(int64_t count) { return std::to_string(count) + (count == 1 ? " process" : " processes"); }
 
-
 // Why no batch of `batches` begins exactly at `position` (G < N, world size recorded), or nullopt
 // when batch G / (B * W) does (Note [Resuming on another world size]).
 std::optional<std::string> no_batch_begins_at(const data::DistributedBatchSampler& batches,
