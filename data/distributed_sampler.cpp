@@ -28,7 +28,7 @@ DistributedSampler::DistributedSampler(int64_t dataset_size, int num_replicas, i
 
 DistributedSampler DistributedSampler::starting_at(int64_t first_position) const {
   SG_CHECK(first_position >= 0 && first_position <= dataset_size_,
-           "DistributedSampler: an epoch's list cannot begin at ", "position ", first_position, " of a data set of ",
+           "DistributedSampler: an epoch's list cannot begin at position ", first_position, " of a data set of ",
            dataset_size_, " examples");
   DistributedSampler rest = *this;
   const int64_t examples = dataset_size_ - first_position, world = num_replicas_;
