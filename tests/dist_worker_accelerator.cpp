@@ -11,6 +11,7 @@
 
 #include "dist/environment.h"
 #include "syncgrad.h"
+#include "train/virtual_ranks.h"
 #include "worker_main.h"
 
 using namespace sg;
@@ -219,6 +220,25 @@ void deal(const std::string& out, const std::string& mode, int64_t stop_after, i
   }
 }
 
+// Virtual ranks (train/virtual_ranks.h): 4 shards of 48 examples, batches of 3 per shard (4 steps
+// per epoch), SGD with momentum, steps `from` .. `to` - 1. From step > 0 the run first loads
+// <out>/<load>.safetensors (parameters and momentum); rank 0 saves both to <out>/<tag>.safetensors.
+void virtual_ranks(const std::string& out, const std::string& tag, int64_t from, int64_t to, const std::string& load) {
+  if (dist::launch_environment().has_value()) dist::init_process_group();
+  auto model = small_mlp();
+  optim::SGD sgd(model->parameters(), {.lr = 0.1, .momentum = 0.9});
+  if (from > 0) optim::load_checkpoint(out + "/" + load + ".safetensors", *model, &sgd);
+  dist::VirtualRanks shards(4, regression_data(48), {.batch_size = 3, .shuffle = true, .seed = 3}, *model);
+  for (int64_t step = from; step < to; ++step) {
+    shards.gradient(*model, step, [&](const data::Batch& batch) {
+      return nn::functional::mse_loss((*model)(batch.input), batch.target);
+    });
+    sgd.step();
+  }
+  if (dist::get_rank() == 0) optim::save_checkpoint(out + "/" + tag + ".safetensors", *model, &sgd);
+  if (dist::is_initialized()) dist::destroy_process_group();
+}
+
 // A short run in which rank 1 differs from rank 0 in `setting` alone: "lr", "optimizer" (SGD or
 // Adam), "mixed_precision" (bf16 or f16), "seed" or "batch_size" of the shuffled loader,
 // "vocabulary" (a field the program adds), or "none". Every rank must stop where the setting is
@@ -266,6 +286,7 @@ void run(const std::string& scenario, const std::string& out, const test::Worker
   else if (scenario == "resume") resume(out, arg(3), std::stoll(arg(4)), std::stoll(arg(5)));
   else if (scenario == "deal")
     deal(out, arg(3), std::stoll(arg(4)), std::stoll(arg(5)), std::stoll(arg(6)), arg(7) == "drop_last");
+  else if (scenario == "virtual") virtual_ranks(out, arg(3), std::stoll(arg(4)), std::stoll(arg(5)), arg(6));
   else if (scenario == "settings") settings(arg(3));
   else SG_FAIL("unknown scenario '", scenario, "'");
 }

@@ -543,6 +543,23 @@ TEST_CASE("a run stopped mid-epoch on 2 ranks and resumed on 1 or 3 trains on ev
   CHECK(test::contains(refused.output(0), "drop_last"));
 }
 
+TEST_CASE("virtual ranks: 4 shards on 4 processes, resumed on 2, and on 1 process take the same steps, bit for bit") {
+  // 8 steps (2 epochs of 4): on 4 processes throughout; on 4 for 3 steps, then on 2; on 1.
+  test::TempDir out;
+  run_scenario(4, {"virtual", out.path(), "four", "0", "8", "-"});
+  run_scenario(4, {"virtual", out.path(), "stopped", "0", "3", "-"});
+  run_scenario(2, {"virtual", out.path(), "resumed", "3", "8", "stopped"});
+  run_scenario(1, {"virtual", out.path(), "one", "0", "8", "-"});
+  CHECK(parameter_difference(out.path() + "/four.safetensors", out.path() + "/resumed.safetensors") == 0);
+  CHECK(parameter_difference(out.path() + "/four.safetensors", out.path() + "/one.safetensors") == 0);
+  CHECK(parameter_difference(out.path() + "/four.safetensors", out.path() + "/stopped.safetensors") > 1e-4);
+  // 3 processes cannot share 4 shards equally.
+  const test::RankResults refused =
+      test::run_ranks(SG_DIST_WORKER_ACCELERATOR, 3, {"virtual", out.path(), "three", "0", "1", "-"});
+  CHECK(refused.exit_code(0) == 3);
+  CHECK(test::contains(refused.output(0), "VirtualRanks: 3 processes must divide the 4 virtual ranks"));
+}
+
 TEST_CASE("ranks that differ in a setting all stop, naming the setting, each rank's value and the ranks") {
   const std::pair<std::string, std::string> cases[] = {
       {"lr", "ranks disagree on optimizer.lr: rank 0 has 0.001, rank 1 has 0.01"},
