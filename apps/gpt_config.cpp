@@ -50,6 +50,8 @@ std::vector<Key> keys_of(RunConfig& c) {
           key("trainer_config", "grad_norm_clip", c.trainer.grad_norm_clip),
           key("trainer_config", "snapshot_path", c.trainer.snapshot_path),
           key("trainer_config", "save_every", c.trainer.save_every),
+          key("trainer_config", "save_every_steps", c.trainer.save_every_steps),
+          key("trainer_config", "keep", c.trainer.keep),
           key("trainer_config", "use_amp", c.trainer.use_amp),
           key("trainer_config", "amp_dtype", c.trainer.amp_dtype),
           key("trainer_config", "amp_debug", c.trainer.amp_debug),
@@ -150,6 +152,8 @@ RunConfig config_from(YAML::Node root, const std::string& path, const std::vecto
   check_at_least<int64_t>(origins, "trainer_config.max_epochs", t.max_epochs, 1);
   check_at_least<int64_t>(origins, "trainer_config.batch_size", t.batch_size, 1);
   check_at_least<int64_t>(origins, "trainer_config.save_every", t.save_every, 1);
+  check_at_least<int64_t>(origins, "trainer_config.save_every_steps", t.save_every_steps, 0);
+  check_at_least<int64_t>(origins, "trainer_config.keep", t.keep, 0);
   check_at_least<int>(origins, "trainer_config.gradient_accumulation_steps", t.gradient_accumulation_steps, 1);
   check_at_least<int64_t>(origins, "trainer_config.data_loader_workers", t.data_loader_workers, 0);
   check_at_least<int64_t>(origins, "trainer_config.sample_tokens", t.sample_tokens, 0);

@@ -26,6 +26,10 @@ struct TrainerConfig {
   double grad_norm_clip = 1.0;
   std::string snapshot_path = "snapshot.safetensors";
   int64_t save_every = 1;
+  // Ours: also a snapshot every save_every_steps optimizer steps (0: none), inside the epoch, the
+  // newest `keep` kept (0: all), in <snapshot_path>.steps/ (dist::step_snapshots).
+  int64_t save_every_steps = 0;
+  int64_t keep = 2;
   bool use_amp = false;
   // Ours: the autocast type of use_amp (f16 with the loss scaler, or bf16; empty: the device's
   // choice, train_gpt.cpp's mixed_precision_for), the seed of the init, split, shuffling and

@@ -14,6 +14,7 @@
 #include <memory>
 #include <string>
 
+#include "apps/step_snapshot_flags.h"
 #include "core/atomic_file.h"
 #include "data/dataloader.h"
 #include "data/fashion_mnist.h"
@@ -50,6 +51,7 @@ struct Config {
   std::string save;
   std::string resume;
   std::string snapshot;
+  StepSnapshotFlags step_snapshots;  // --save-every-steps, --keep
   std::string log;
   std::string tensorboard;
   int64_t train_subset = 0;  // 0: the whole training set
@@ -145,6 +147,7 @@ int run(const Config& config) {
   options.amp_diagnostics = config.amp_debug;
   options.device = config.device;
   options.gradient_accumulation_steps = config.gradient_accumulation_steps;
+  options.project_config = config.step_snapshots.project(config.snapshot);
   sg::dist::Accelerator accelerator(options);
   if (!config.tensorboard.empty()) accelerator.init_trackers(config.tensorboard);  // before the data: fail fast
   sg::set_num_threads(config.threads);
@@ -180,8 +183,8 @@ int run(const Config& config) {
 
   int start_epoch = 0;
   int64_t step = 0;
-  const std::string resume_from =
-      !config.snapshot.empty() && std::filesystem::exists(config.snapshot) ? config.snapshot : config.resume;
+  const std::string newest_snapshot = sg::dist::snapshot_to_resume(accelerator, config.snapshot);
+  const std::string resume_from = newest_snapshot.empty() ? config.resume : newest_snapshot;
   if (!resume_from.empty()) {
     const auto metadata = accelerator.load_state(resume_from, *model);
     start_epoch = static_cast<int>(sg::optim::metadata_integer(metadata, "epoch", resume_from, 0, config.epochs));
@@ -248,6 +251,11 @@ int run(const Config& config) {
       log.write(row);
       accelerator.log(scalars, step);
       nonfinite_guard.observe(loss_value, step);  // Note [Stopping on a non-finite loss]
+      if (config.step_snapshots.due(step)) {      // resumes inside this epoch
+        nonfinite_guard.check_before_saving(accelerator.unwrap_model(*model), config.snapshot + ".steps", step);
+        accelerator.save_state(
+            *model, {{"epoch", std::to_string(epoch)}, {"step", std::to_string(step)}, {"model", config.model}});
+      }
     }
     bar.finish();
     const double train_seconds = bar.elapsed_seconds(), images_per_second = bar.items_per_second();
@@ -318,6 +326,7 @@ int main(int argc, char** argv) {
   app.add_option("--snapshot", config.snapshot,
                  "Save model, optimizer, scheduler, RNG and epoch here after every epoch (atomically) and resume from "
                  "it when it exists at start: with `sgrun --max-restarts` a killed run finishes");
+  config.step_snapshots.add_to(app);
   app.add_option("--amp", config.amp, "Mixed precision: none, f16 (autocast + loss scaler) or bf16 (autocast)")
       ->check(CLI::IsMember({"none", "f16", "bf16"}))
       ->capture_default_str();

@@ -42,6 +42,7 @@
 #include "train/accelerator.h"
 #include "train/model_flops_utilization.h"
 #include "train/nonfinite_loss.h"
+#include "train/step_snapshots.h"
 
 namespace {
 
@@ -151,6 +152,8 @@ int train(const RunConfig& config, const AppOptions& app) {
   options.device = app.device;
   options.gradient_accumulation_steps = trainer.gradient_accumulation_steps;
   options.comm_hook = app.comm_hook;
+  if (trainer.save_every_steps > 0)
+    options.project_config = sg::dist::step_snapshots(trainer.snapshot_path, static_cast<int>(trainer.keep));
   sg::dist::Accelerator accelerator(options);
   if (trainer.use_amp && options.mixed_precision == "no")
     accelerator.print(
@@ -205,16 +208,17 @@ int train(const RunConfig& config, const AppOptions& app) {
   }
   const sg::optim::Metadata model_info = model_metadata(gpt->config, dataset->vocabulary());
   int64_t epochs_run = 0, step = 0;
-  if (std::filesystem::exists(trainer.snapshot_path)) {
-    const sg::optim::Metadata metadata = accelerator.load_state(trainer.snapshot_path, *model);
+  if (const std::string resume_from = sg::dist::snapshot_to_resume(accelerator, trainer.snapshot_path);
+      !resume_from.empty()) {
+    const sg::optim::Metadata metadata = accelerator.load_state(resume_from, *model);
     for (const auto& [name, value] : model_info) {
       const auto it = metadata.find(name);
-      SG_CHECK(it != metadata.end() && it->second == value, "snapshot ", trainer.snapshot_path, ": its ", name,
+      SG_CHECK(it != metadata.end() && it->second == value, "snapshot ", resume_from, ": its ", name,
                " differs from this run's (another model or another text?); move it away to start afresh");
     }
-    epochs_run = sg::optim::metadata_integer(metadata, "epoch", trainer.snapshot_path, 0, trainer.max_epochs);
-    step = sg::optim::metadata_integer(metadata, "step", trainer.snapshot_path, 0, std::numeric_limits<int64_t>::max());
-    accelerator.print("Resuming training from snapshot ", trainer.snapshot_path, " at Epoch ", epochs_run);
+    epochs_run = sg::optim::metadata_integer(metadata, "epoch", resume_from, 0, trainer.max_epochs);
+    step = sg::optim::metadata_integer(metadata, "step", resume_from, 0, std::numeric_limits<int64_t>::max());
+    accelerator.print("Resuming training from snapshot ", resume_from, " at Epoch ", epochs_run, " (step ", step, ")");
   } else {
     accelerator.print("Snapshot not found. Training model from scratch");
   }
@@ -276,6 +280,13 @@ int train(const RunConfig& config, const AppOptions& app) {
         scalars.merge(diagnostics->underflow_scalars());
       accelerator.log(scalars, step);
       nonfinite_guard.observe(loss_value, step);  // Note [Stopping on a non-finite loss]
+      if (trainer.save_every_steps > 0 && step % trainer.save_every_steps == 0) {  // resumes inside this epoch
+        sg::optim::Metadata metadata = model_info;
+        metadata["epoch"] = std::to_string(epoch - 1);  // the epochs run, as the per-epoch snapshot's
+        metadata["step"] = std::to_string(step);
+        nonfinite_guard.check_before_saving(*gpt, trainer.snapshot_path + ".steps", step);
+        accelerator.save_state(*model, metadata);
+      }
       maybe_kill_for_test(step, accelerator.process_index());
     }
     bar.finish();

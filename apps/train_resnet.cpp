@@ -24,6 +24,7 @@
 #include <numbers>
 #include <string>
 
+#include "apps/step_snapshot_flags.h"
 #include "apps/test_hooks.h"
 #include "core/atomic_file.h"
 #include "data/dataloader.h"
@@ -74,6 +75,7 @@ struct Config {
   int threads = 1;
   uint64_t seed = 0;
   std::string snapshot;
+  StepSnapshotFlags step_snapshots;  // --save-every-steps, --keep
   std::string save_dir;
   std::string tensorboard;
   std::string profile;          // directory for the profile of steps 2-6
@@ -148,6 +150,7 @@ int run(const Config& config) {
   options.amp_diagnostics = config.amp_debug;
   options.device = config.device;
   options.gradient_accumulation_steps = config.gradient_accumulation_steps;
+  options.project_config = config.step_snapshots.project(config.snapshot);
   sg::dist::Accelerator accelerator(options);
   const bool is_main = accelerator.is_main_process();
   if (!config.save_dir.empty() && is_main) {
@@ -210,15 +213,16 @@ int run(const Config& config) {
 
   int start_epoch = 0;
   int64_t step = 0;
-  if (!config.snapshot.empty() && std::filesystem::exists(config.snapshot)) {
-    const sg::optim::Metadata metadata = accelerator.load_state(config.snapshot, *model);
+  if (const std::string resume_from = sg::dist::snapshot_to_resume(accelerator, config.snapshot);
+      !resume_from.empty()) {
+    const sg::optim::Metadata metadata = accelerator.load_state(resume_from, *model);
     const auto saved_model = metadata.find("model");
-    SG_CHECK(saved_model != metadata.end() && saved_model->second == config.model, "--snapshot ", config.snapshot,
+    SG_CHECK(saved_model != metadata.end() && saved_model->second == config.model, "--snapshot ", resume_from,
              " was written for ", saved_model == metadata.end() ? "another program" : saved_model->second,
              ", not --model ", config.model, "; move it away to start afresh");
-    start_epoch = static_cast<int>(sg::optim::metadata_integer(metadata, "epoch", config.snapshot, 0, config.epochs));
-    step = sg::optim::metadata_integer(metadata, "step", config.snapshot, 0, std::numeric_limits<int64_t>::max());
-    accelerator.print("resumed from ", config.snapshot, " after epoch ", start_epoch, " (step ", step, ")");
+    start_epoch = static_cast<int>(sg::optim::metadata_integer(metadata, "epoch", resume_from, 0, config.epochs));
+    step = sg::optim::metadata_integer(metadata, "step", resume_from, 0, std::numeric_limits<int64_t>::max());
+    accelerator.print("resumed from ", resume_from, " after epoch ", start_epoch, " (step ", step, ")");
   }
   int64_t trainable_count = 0;
   for (const sg::Tensor& param : trainable) trainable_count += param.numel();
@@ -263,6 +267,11 @@ int run(const Config& config) {
       ++step;
       profiler.step();
       nonfinite_guard.observe(loss_value, step);  // Note [Stopping on a non-finite loss]
+      if (config.step_snapshots.due(step)) {      // resumes inside this epoch
+        nonfinite_guard.check_before_saving(accelerator.unwrap_model(*model), config.snapshot + ".steps", step);
+        accelerator.save_state(
+            *model, {{"epoch", std::to_string(epoch)}, {"step", std::to_string(step)}, {"model", config.model}});
+      }
       maybe_kill_for_test(step, accelerator.process_index());
     }
     bar.finish();
@@ -378,6 +387,7 @@ int main(int argc, char** argv) {
   app.add_option("--snapshot", config.snapshot,
                  "Save model, optimizer, scheduler, RNG and epoch here after every epoch (atomically) and resume from "
                  "it when it exists at start: with `sgrun --max-restarts` a killed run finishes");
+  config.step_snapshots.add_to(app);
   app.add_option("--save-dir", config.save_dir,
                  "Write the model after every epoch as DIR/model-<epoch>.safetensors (from 0, as the recipe), and "
                  "DIR/class_indices.json (created when missing)");

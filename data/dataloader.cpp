@@ -285,11 +285,12 @@ DataLoader::Iterator DataLoader::begin() {
   if (options_.observer) start = options_.observer->pass_begins(start);
   std::unique_ptr<Iterator::Pass> pass;
   try {
-    SG_CHECK(start.first_batch >= 0 && start.first_batch <= size(), "DataLoader: a pass cannot begin at batch ",
-             start.first_batch, " of ", size());
-    pass = std::make_unique<Iterator::Pass>(dataset_, options_.collate, batch_sampler_->batches(start.epoch),
-                                            options_.seed, start, options_.num_workers, options_.prefetch_factor,
-                                            options_.pin_memory, options_.device, options_.observer);
+    const BatchSampler& batches = start.batches ? *start.batches : *batch_sampler_;
+    SG_CHECK(start.first_batch >= 0 && start.first_batch <= batches.size(), "DataLoader: a pass cannot begin at batch ",
+             start.first_batch, " of ", batches.size());
+    pass = std::make_unique<Iterator::Pass>(dataset_, options_.collate, batches.batches(start.epoch), options_.seed,
+                                            start, options_.num_workers, options_.prefetch_factor, options_.pin_memory,
+                                            options_.device, options_.observer);
   } catch (...) {  // the observer heard the pass begin; it must hear it end
     if (options_.observer) options_.observer->pass_ends();
     throw;

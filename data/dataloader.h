@@ -48,10 +48,13 @@ using Collate = std::function<Batch(const std::vector<Example>&)>;
 // A field undefined in every example (a data set without targets) stays undefined.
 Batch default_collate(const std::vector<Example>& examples);
 
-// Where a pass begins: its epoch and the first batch of that epoch it hands out.
+// Where a pass begins: its epoch and the first batch of that epoch it hands out, of the loader's
+// own batches or, when `batches` is set, of those (the rest of an epoch dealt to another number of
+// processes: Note [Resuming on another world size] in train/loader_tracker.h).
 struct PassStart {
   int64_t epoch = 0;
   int64_t first_batch = 0;
+  std::shared_ptr<const BatchSampler> batches = {};
 };
 
 // Follows a loader's passes (Note [Following a loader's passes]).

@@ -51,7 +51,11 @@ public:
   // Positions of the epoch's list (Note [DistributedSampler padding]) that every rank's batches
   // before batch `batch` hold together: they are positions 0 .. first_position(batch) - 1. Once
   // the pass is over (batch == size()) the whole list, total_size(), dropped last batches and all.
+  // For a sampler starting_at(G), positions G .. first_position(batch) - 1.
   int64_t first_position(int64_t batch) const;
+  // The batches of the same epochs dealt from list position `first_position` on (Note [Dealing
+  // the rest of an epoch] in data/distributed_sampler.h), with the same batch size and options.
+  std::shared_ptr<const DistributedBatchSampler> starting_at(int64_t first_position) const;
 
 private:
   std::shared_ptr<const DistributedSampler> sampler_;

@@ -16,13 +16,25 @@ DistributedSampler::DistributedSampler(int64_t dataset_size, int num_replicas, i
       num_replicas_(num_replicas),
       rank_(rank),
       shuffle_(shuffle),
-      seed_(seed) {
+      seed_(seed),
+      drop_last_(drop_last) {
   SG_CHECK(dataset_size >= 0, "DistributedSampler: expected a non-negative dataset size, got ", dataset_size);
   SG_CHECK(num_replicas >= 1, "DistributedSampler: num_replicas must be at least 1, got ", num_replicas);
   SG_CHECK(rank >= 0 && rank < num_replicas, "DistributedSampler: invalid rank ", rank,
            ", rank should be in the interval [0, ", num_replicas - 1, "] for num_replicas = ", num_replicas);
   const int64_t world = num_replicas;
   num_samples_ = drop_last ? dataset_size / world : (dataset_size + world - 1) / world;
+}
+
+DistributedSampler DistributedSampler::starting_at(int64_t first_position) const {
+  SG_CHECK(first_position >= 0 && first_position <= dataset_size_,
+           "DistributedSampler: an epoch's list cannot begin at position ", first_position, " of a data set of ",
+           dataset_size_, " examples");
+  DistributedSampler rest = *this;
+  const int64_t examples = dataset_size_ - first_position, world = num_replicas_;
+  rest.first_position_ = first_position;
+  rest.num_samples_ = drop_last_ ? examples / world : (examples + world - 1) / world;
+  return rest;
 }
 
 std::vector<int64_t> DistributedSampler::indices(int64_t epoch) const {
@@ -37,7 +49,7 @@ std::vector<int64_t> DistributedSampler::indices(int64_t epoch) const {
   // Position p of the padded (or truncated) list is order[p % N]; rank r keeps p = r, r + W, ...
   std::vector<int64_t> share;
   share.reserve(num_samples_);
-  for (int64_t position = rank_; position < total_size(); position += num_replicas_)
+  for (int64_t position = first_position_ + rank_; position < first_position_ + total_size(); position += num_replicas_)
     share.push_back(order[position % dataset_size_]);
   return share;
 }

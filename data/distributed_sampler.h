@@ -17,6 +17,14 @@
 //   - drop_last: truncated to total_size = floor(N / W) * W (the tail is skipped this epoch).
 // Rank r takes positions r, r + W, r + 2W, ... of that list: num_samples = total_size / W each.
 // The padded duplicates are exactly the positions >= N, which is what drop_padding relies on.
+//
+// Note [Dealing the rest of an epoch]
+// starting_at(G) gives the sampler of the same epochs whose list begins at position G instead of
+// 0: the positions G .. N - 1 (the examples a run stopped at G had not reached) padded, as above,
+// to a multiple of W by wrapping (position p >= N holds list[p % N]), and rank r takes G + r,
+// G + r + W, ... A run resumed on another number of processes deals the rest of the interrupted
+// epoch this way (Note [Resuming on another world size] in train/loader_tracker.h); every formula
+// above holds with N - G examples in place of N.
 #include <cstdint>
 #include <vector>
 
@@ -38,8 +46,15 @@ public:
   int64_t num_samples() const { return num_samples_; }                 // per rank and epoch
   int64_t total_size() const { return num_samples_ * num_replicas_; }  // over all ranks, padding included
   int64_t dataset_size() const { return dataset_size_; }
+  // The list position this sampler's lists begin at: 0, or G for starting_at(G).
+  int64_t first_position() const { return first_position_; }
+  // Examples of the data set in the list: dataset_size() - first_position().
+  int64_t examples_in_list() const { return dataset_size_ - first_position_; }
   int num_replicas() const { return num_replicas_; }
   int rank() const { return rank_; }
+  // The same sampler with lists beginning at position `first_position` (0 .. dataset_size()) of
+  // each epoch (Note [Dealing the rest of an epoch]).
+  DistributedSampler starting_at(int64_t first_position) const;
 
 private:
   int64_t dataset_size_;
@@ -47,7 +62,9 @@ private:
   int rank_;
   bool shuffle_;
   uint64_t seed_;
+  bool drop_last_;
   int64_t num_samples_;
+  int64_t first_position_ = 0;
 };
 
 // Puts per-rank results back in the sampler's list order and drops the padded duplicates.

@@ -11,6 +11,7 @@
 
 #include "dist/environment.h"
 #include "syncgrad.h"
+#include "train/virtual_ranks.h"
 #include "worker_main.h"
 
 using namespace sg;
@@ -176,6 +177,68 @@ void resume(const std::string& out, const std::string& mode, int64_t stop_after,
     save_safetensors(out + "/" + mode + ".safetensors", accelerator.unwrap_model(*model).state_dict());
 }
 
+// Resuming on another number of processes, counted by example: a data set of `size` examples
+// whose target is the example's own index, batches of `batch_size` per rank, through
+// ProjectConfiguration's numbered checkpoints in <out> (total_limit 1). "stop" saves after every
+// batch of epoch 0 up to batch `stop_after` and stops there; "resume" loads the newest and trains
+// to the end of epoch 1. Each rank writes "<epoch> <index>" for every example row it trained on
+// (accelerator.example_rows(): the sampler's padding left out) to <out>/<mode>_rank<r>.txt.
+void deal(const std::string& out, const std::string& mode, int64_t stop_after, int64_t batch_size, int64_t size,
+          bool drop_last) {
+  dist::AcceleratorOptions options;
+  options.project_config = {.project_dir = out, .automatic_checkpoint_naming = true, .total_limit = 1};
+  dist::Accelerator accelerator(options);
+  auto model = accelerator.prepare(small_mlp());
+  optim::SGD sgd(model->parameters(), {.lr = 0.01});
+  accelerator.prepare(sgd);
+  Generator generator(7);  // the same inputs on every rank and in every run
+  const Tensor x = randn({size, 4}, {}, &generator);
+  const Tensor index = arange(0, static_cast<double>(size), 1, {DType::f32}).reshape({size, 1});
+  data::DataLoader loader =
+      accelerator.prepare(std::make_shared<data::TensorDataset>(x, index),
+                          {.batch_size = batch_size, .shuffle = true, .drop_last = drop_last, .seed = 9});
+  int start_epoch = 0;
+  if (mode == "resume")
+    start_epoch = static_cast<int>(
+        optim::metadata_integer(accelerator.load_state(*model), "epoch", "the newest checkpoint", 0, 2));
+  std::ofstream seen(out + "/" + mode + "_rank" + std::to_string(accelerator.process_index()) + ".txt");
+  for (int epoch = start_epoch; epoch < 2; ++epoch) {
+    loader.set_epoch(epoch);
+    int64_t batch_index = 0;
+    for (const data::Batch& batch : loader) {
+      const int64_t examples = *accelerator.example_rows();
+      for (int64_t row = 0; row < examples; ++row) seen << epoch << ' ' << batch.target.data_ptr<float>()[row] << '\n';
+      sgd.zero_grad();
+      accelerator.backward((*model)(batch.input).pow(2.0).mean());
+      accelerator.step(sgd);
+      if (mode == "stop") {
+        accelerator.save_state(*model, {{"epoch", std::to_string(epoch)}});
+        if (batch_index == stop_after) return;
+      }
+      ++batch_index;
+    }
+  }
+}
+
+// Virtual ranks (train/virtual_ranks.h): 4 shards of 48 examples, batches of 3 per shard (4 steps
+// per epoch), SGD with momentum, steps `from` .. `to` - 1. From step > 0 the run first loads
+// <out>/<load>.safetensors (parameters and momentum); rank 0 saves both to <out>/<tag>.safetensors.
+void virtual_ranks(const std::string& out, const std::string& tag, int64_t from, int64_t to, const std::string& load) {
+  if (dist::launch_environment().has_value()) dist::init_process_group();
+  auto model = small_mlp();
+  optim::SGD sgd(model->parameters(), {.lr = 0.1, .momentum = 0.9});
+  if (from > 0) optim::load_checkpoint(out + "/" + load + ".safetensors", *model, &sgd);
+  dist::VirtualRanks shards(4, regression_data(48), {.batch_size = 3, .shuffle = true, .seed = 3}, *model);
+  for (int64_t step = from; step < to; ++step) {
+    shards.gradient(*model, step, [&](const data::Batch& batch) {
+      return nn::functional::mse_loss((*model)(batch.input), batch.target);
+    });
+    sgd.step();
+  }
+  if (dist::get_rank() == 0) optim::save_checkpoint(out + "/" + tag + ".safetensors", *model, &sgd);
+  if (dist::is_initialized()) dist::destroy_process_group();
+}
+
 // A short run in which rank 1 differs from rank 0 in `setting` alone: "lr", "optimizer" (SGD or
 // Adam), "mixed_precision" (bf16 or f16), "seed" or "batch_size" of the shuffled loader,
 // "vocabulary" (a field the program adds), or "none". Every rank must stop where the setting is
@@ -221,6 +284,9 @@ void run(const std::string& scenario, const std::string& out, const test::Worker
   else if (scenario == "train")
     train(out, arg(3), std::stoll(arg(4)), std::stoll(arg(5)), std::stoi(arg(6)), arg(7) == "even", std::stoi(arg(8)));
   else if (scenario == "resume") resume(out, arg(3), std::stoll(arg(4)), std::stoll(arg(5)));
+  else if (scenario == "deal")
+    deal(out, arg(3), std::stoll(arg(4)), std::stoll(arg(5)), std::stoll(arg(6)), arg(7) == "drop_last");
+  else if (scenario == "virtual") virtual_ranks(out, arg(3), std::stoll(arg(4)), std::stoll(arg(5)), arg(6));
   else if (scenario == "settings") settings(arg(3));
   else SG_FAIL("unknown scenario '", scenario, "'");
 }

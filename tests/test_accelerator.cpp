@@ -5,6 +5,8 @@
 // equivalence, uneven batches, mid-epoch resume.
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
+#include <map>
 #include <sstream>
 
 #include "dist_harness.h"
@@ -232,7 +234,7 @@ TEST_CASE("mid-epoch: save_state inside the loop, load_state, and the loader res
   std::filesystem::remove(path);
 }
 
-TEST_CASE("a loader position without a world size resumes at its batch, and one moved into a window is refused") {
+TEST_CASE("a loader position without a world size resumes at its batch, and one moved into a window deals the rest") {
   const std::string path = "test_accelerator_position_formats.safetensors";
   auto dataset = std::make_shared<data::TensorDataset>(randn({23, 3}, {}, &test::rng()), arange(0, 23, 1));
   const auto targets_of = [](const data::Batch& batch) { return test::values(batch.target); };
@@ -262,18 +264,113 @@ TEST_CASE("a loader position without a world size resumes at its batch, and one 
     for (const data::Batch& batch : loader) resumed.push_back(targets_of(batch));
     CHECK(resumed == rest);
   }
-  // Batches of 5 reach sample 15 at batch 3, inside a window of 2 accumulated batches.
+  // Batches of 5 reach sample 15 at batch 3, inside a window of 2 accumulated batches: the rest of
+  // the epoch, positions 15 .. 22, is dealt anew in batches of 5 (a window beginning there).
   save_safetensors(path, saved.tensors, saved.metadata);
+  const auto flattened = [](const std::vector<std::vector<double>>& batches) {
+    std::vector<double> values;
+    for (const auto& batch : batches) values.insert(values.end(), batch.begin(), batch.end());
+    return values;
+  };
   dist::AcceleratorOptions options;
   options.gradient_accumulation_steps = 2;
+  {
+    dist::Accelerator accelerator(options);
+    data::DataLoader loader = accelerator.prepare(dataset, {.batch_size = 5, .shuffle = true, .seed = 4});
+    accelerator.load_state(path, *model);
+    std::vector<std::vector<double>> resumed;
+    for (const data::Batch& batch : loader) resumed.push_back(targets_of(batch));
+    CHECK(resumed.size() == 2);
+    CHECK(flattened(resumed) == flattened(rest));
+  }
+  // With drop_last the dealt rest (8 examples) would end in a batch of 3 that is dropped: refused.
   dist::Accelerator accelerator(options);
-  data::DataLoader loader = accelerator.prepare(dataset, {.batch_size = 5, .shuffle = true, .seed = 4});
+  data::DataLoader loader =
+      accelerator.prepare(dataset, {.batch_size = 5, .shuffle = true, .drop_last = true, .seed = 4});
   CHECK_THROWS_WITH_AS(accelerator.load_state(path, *model),
                        doctest::Contains("loader 0: saved by 1 process at global sample 15 of epoch 0 (their batch 5), "
-                                         "which this run of 1 process with 5 examples each cannot resume at exactly: "
-                                         "it is its batch 3, inside a window of 2 accumulated batches"),
+                                         "which this run of 1 process with 5 examples each cannot resume at: "
+                                         "dealt to 1 process, the epoch's remaining 8 examples leave 8 per process"),
                        Error);
   std::filesystem::remove(path);
+}
+
+namespace {
+
+// The names in `folder`, sorted.
+std::vector<std::string> names_in(const std::string& folder) {
+  std::vector<std::string> names;
+  for (const auto& entry : std::filesystem::directory_iterator(folder)) names.push_back(entry.path().filename());
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+dist::AcceleratorOptions project_options(const std::string& project_dir, int total_limit) {
+  dist::AcceleratorOptions options;
+  options.project_config = {
+      .project_dir = project_dir, .automatic_checkpoint_naming = true, .total_limit = total_limit};
+  return options;
+}
+
+}  // namespace
+
+TEST_CASE("save_state without a path numbers checkpoint_i across restarts and keeps the total_limit newest") {
+  test::TempDir project;
+  const std::string checkpoints = project.path() + "/checkpoints";
+  auto model = small_model();
+  {
+    dist::Accelerator accelerator(project_options(project.path(), 2));
+    for (int i = 0; i < 3; ++i)
+      CHECK(accelerator.save_state(*model, {{"i", std::to_string(i)}}) ==
+            checkpoints + "/checkpoint_" + std::to_string(i));
+    CHECK(names_in(checkpoints) == std::vector<std::string>{"checkpoint_1", "checkpoint_2"});
+    CHECK(names_in(checkpoints + "/checkpoint_2") == std::vector<std::string>{"state.safetensors"});
+  }
+  dist::Accelerator restarted(project_options(project.path(), 2));  // a new run goes on counting
+  CHECK(restarted.last_checkpoint() == checkpoints + "/checkpoint_2");
+  CHECK(restarted.load_state(*model).at("i") == "2");
+  CHECK(restarted.save_state(*model, {{"i", "3"}}) == checkpoints + "/checkpoint_3");
+  CHECK(names_in(checkpoints) == std::vector<std::string>{"checkpoint_2", "checkpoint_3"});
+  CHECK(restarted.load_state(*model).at("i") == "3");
+
+  dist::Accelerator keeps_all(project_options(project.path(), 0));
+  for (int i = 4; i < 7; ++i) keeps_all.save_state(*model);
+  CHECK(names_in(checkpoints).size() == 5);
+}
+
+TEST_CASE("a failed save_state leaves the earlier checkpoints, and load_state never picks a partial tmp folder") {
+  test::TempDir project;
+  const std::string checkpoints = project.path() + "/checkpoints";
+  auto model = small_model();
+  dist::Accelerator accelerator(project_options(project.path(), 2));
+  accelerator.save_state(*model, {{"i", "0"}});
+  accelerator.save_state(*model, {{"i", "1"}});
+  // A file where checkpoint_2 goes: the rename fails after the state is written in tmp-checkpoint_2.
+  std::ofstream(checkpoints + "/checkpoint_2") << "in the way";
+  const std::string failure = "Accelerator::save_state: writing checkpoint " + checkpoints + "/checkpoint_2";
+  CHECK_THROWS_WITH_AS(accelerator.save_state(*model, {{"i", "2"}}), doctest::Contains(failure.c_str()), Error);
+  CHECK(names_in(checkpoints) ==
+        std::vector<std::string>{"checkpoint_0", "checkpoint_1", "checkpoint_2", "tmp-checkpoint_2"});
+  // A crash while writing leaves a partial tmp- folder behind; the newest complete one is loaded.
+  std::filesystem::create_directories(checkpoints + "/tmp-checkpoint_9");
+  std::ofstream(checkpoints + "/tmp-checkpoint_9/state.safetensors") << "partial";
+  CHECK(accelerator.last_checkpoint() == checkpoints + "/checkpoint_1");
+  CHECK(accelerator.load_state(*model).at("i") == "1");
+  std::filesystem::remove(checkpoints + "/checkpoint_2");
+  CHECK(accelerator.save_state(*model, {{"i", "2"}}) == checkpoints + "/checkpoint_2");
+  CHECK(names_in(checkpoints) == std::vector<std::string>{"checkpoint_1", "checkpoint_2", "tmp-checkpoint_9"});
+}
+
+TEST_CASE("save_state and load_state without a path name what ProjectConfiguration lacks") {
+  auto model = small_model();
+  dist::Accelerator accelerator;
+  CHECK_THROWS_WITH_AS(accelerator.save_state(*model), doctest::Contains("needs ProjectConfiguration's project_dir"),
+                       Error);
+  test::TempDir project;
+  dist::Accelerator empty(project_options(project.path(), 0));
+  CHECK_THROWS_WITH_AS(empty.load_state(*model), doctest::Contains("holds no checkpoint_<i> folder"), Error);
+  CHECK_THROWS_WITH_AS(dist::Accelerator(project_options(project.path(), -1)),
+                       doctest::Contains("total_limit must be 0"), Error);
 }
 
 namespace {
@@ -372,27 +469,95 @@ std::vector<double> sorted_values(const std::vector<std::string>& lines) {
 
 }  // namespace
 
-TEST_CASE("a mid-epoch state of 2 ranks resumes on 1 process at the same global sample, or is refused naming both") {
+TEST_CASE("a mid-epoch state of 2 ranks resumes on 1 process at the same global sample, in place or dealt anew") {
   // 50 examples, 4 per rank and batch: after batch 2 the ranks have trained on positions 0 .. 23
   // of epoch 0's list, which one process with batches of 4 reaches after its batch 5.
   test::TempDir two, one;
   run_scenario(2, {"resume", two.path(), "stop", "2", "4"});
   run_scenario(1, {"resume", one.path(), "full", "0", "4"});
-  // 24 is no multiple of 1 process x 5 examples.
-  const test::RankResults refused =
-      test::run_ranks(SG_DIST_WORKER_ACCELERATOR, 1, {"resume", two.path(), "refused", "0", "5"});
-  CHECK(refused.exit_code(0) == 3);
-  CHECK(test::contains(refused.output(0), two.path() + "/snapshot.safetensors: metadata 'loaders'"));
-  CHECK(test::contains(refused.output(0), "saved by 2 processes at global sample 24 of epoch 0"));
-  CHECK(test::contains(refused.output(0), "1 process with 5 examples each"));
   run_scenario(1, {"resume", two.path(), "resume", "0", "4"});
-
   const std::vector<std::string> full = lines_of(one.path() + "/full_rank0.txt");
   REQUIRE(full.size() == 26);  // 13 batches per epoch
   CHECK(lines_of(two.path() + "/resume_rank0.txt") == std::vector<std::string>(full.begin() + 6, full.end()));
   std::vector<std::string> stopped = lines_of(two.path() + "/stop_rank0.txt");
   for (const std::string& line : lines_of(two.path() + "/stop_rank1.txt")) stopped.push_back(line);
   CHECK(sorted_values(stopped) == sorted_values(std::vector<std::string>(full.begin(), full.begin() + 6)));
+  // 24 is no multiple of 1 process x 5 examples: positions 24 .. 49 are dealt anew, in batches
+  // of 5, so the examples come in the same order, grouped otherwise.
+  run_scenario(1, {"resume", two.path(), "dealt", "0", "5"});
+  const auto joined = [](const std::vector<std::string>& lines) {
+    std::string text;
+    for (const std::string& line : lines) text += line;
+    return text;
+  };
+  CHECK(joined(lines_of(two.path() + "/dealt_rank0.txt")) == joined({full.begin() + 6, full.end()}));
+}
+
+namespace {
+
+// The (epoch, index) pairs the deal scenario's ranks wrote for `mode`, counted.
+std::map<std::pair<int, int>, int> examples_trained(const std::string& out, const std::string& mode, int world) {
+  std::map<std::pair<int, int>, int> count;
+  for (int rank = 0; rank < world; ++rank) {
+    std::istringstream text(test::read_text(out + "/" + mode + "_rank" + std::to_string(rank) + ".txt"));
+    for (int epoch = 0, index = 0; text >> epoch >> index;) ++count[{epoch, index}];
+  }
+  return count;
+}
+
+}  // namespace
+
+TEST_CASE("a run stopped mid-epoch on 2 ranks and resumed on 1 or 3 trains on every example of each epoch once") {
+  // 50 examples, batches of 4 per rank: stopped after batch 1, at global sample 16. One process
+  // with batches of 5, and three with batches of 4, have no batch beginning there: the remaining
+  // 34 examples are dealt to them anew. The stopped run saved a numbered checkpoint per batch.
+  for (const auto& [world, batch_size] : {std::pair<int, std::string>{1, "5"}, std::pair<int, std::string>{3, "4"},
+                                          std::pair<int, std::string>{1, "4"}}) {
+    CAPTURE(world);
+    CAPTURE(batch_size);
+    test::TempDir out;
+    run_scenario(2, {"deal", out.path(), "stop", "1", "4", "50", "keep"});
+    CHECK(std::filesystem::exists(out.path() + "/checkpoints/checkpoint_1"));
+    CHECK_FALSE(std::filesystem::exists(out.path() + "/checkpoints/checkpoint_0"));  // total_limit 1
+    run_scenario(world, {"deal", out.path(), "resume", "0", batch_size, "50", "keep"});
+    std::map<std::pair<int, int>, int> trained = examples_trained(out.path(), "stop", 2);
+    CHECK(trained.size() == 16);
+    for (const auto& [example, count] : examples_trained(out.path(), "resume", world)) trained[example] += count;
+    for (int epoch = 0; epoch < 2; ++epoch)
+      for (int index = 0; index < 50; ++index) {
+        CAPTURE(epoch);
+        CAPTURE(index);
+        CHECK(trained[{epoch, index}] == 1);
+      }
+    CHECK(trained.size() == 100);
+  }
+  // With drop_last, one process with batches of 5 would drop the last 4 of the 34: refused.
+  test::TempDir out;
+  run_scenario(2, {"deal", out.path(), "stop", "1", "4", "50", "drop_last"});
+  const test::RankResults refused =
+      test::run_ranks(SG_DIST_WORKER_ACCELERATOR, 1, {"deal", out.path(), "resume", "0", "5", "50", "drop_last"});
+  CHECK(refused.exit_code(0) == 3);
+  CHECK(test::contains(refused.output(0), "checkpoint_1/state.safetensors: metadata 'loaders'"));
+  CHECK(test::contains(refused.output(0), "saved by 2 processes at global sample 16 of epoch 0"));
+  CHECK(test::contains(refused.output(0), "1 process with 5 examples each"));
+  CHECK(test::contains(refused.output(0), "drop_last"));
+}
+
+TEST_CASE("virtual ranks: 4 shards on 4 processes, resumed on 2, and on 1 process take the same steps, bit for bit") {
+  // 8 steps (2 epochs of 4): on 4 processes throughout; on 4 for 3 steps, then on 2; on 1.
+  test::TempDir out;
+  run_scenario(4, {"virtual", out.path(), "four", "0", "8", "-"});
+  run_scenario(4, {"virtual", out.path(), "stopped", "0", "3", "-"});
+  run_scenario(2, {"virtual", out.path(), "resumed", "3", "8", "stopped"});
+  run_scenario(1, {"virtual", out.path(), "one", "0", "8", "-"});
+  CHECK(parameter_difference(out.path() + "/four.safetensors", out.path() + "/resumed.safetensors") == 0);
+  CHECK(parameter_difference(out.path() + "/four.safetensors", out.path() + "/one.safetensors") == 0);
+  CHECK(parameter_difference(out.path() + "/four.safetensors", out.path() + "/stopped.safetensors") > 1e-4);
+  // 3 processes cannot share 4 shards equally.
+  const test::RankResults refused =
+      test::run_ranks(SG_DIST_WORKER_ACCELERATOR, 3, {"virtual", out.path(), "three", "0", "1", "-"});
+  CHECK(refused.exit_code(0) == 3);
+  CHECK(test::contains(refused.output(0), "VirtualRanks: 3 processes must divide the 4 virtual ranks"));
 }
 
 TEST_CASE("ranks that differ in a setting all stop, naming the setting, each rank's value and the ranks") {

@@ -175,6 +175,38 @@ TEST_CASE("DistributedSampler in a DataLoader: set_epoch picks the epoch, as tor
   }
 }
 
+TEST_CASE("DistributedSampler starting_at deals the rest of the epoch's list to the ranks, batches and rows alike") {
+  // 23 examples dealt to 3 ranks from list position 8 (15 remaining: 5 each), 9 (14: padded with
+  // one duplicate, list[0]) and 23 (none left).
+  const int64_t size = 23;
+  const Indices list = data::DistributedSampler(size, 1, 0, true, 4).indices(2);
+  for (const int64_t start : {int64_t{8}, int64_t{9}, size}) {
+    CAPTURE(start);
+    Indices dealt, examples;
+    for (int rank = 0; rank < 3; ++rank) {
+      auto rest = std::make_shared<data::DistributedSampler>(
+          data::DistributedSampler(size, 3, rank, true, 4).starting_at(start));
+      CHECK(rest->num_samples() == (size - start + 2) / 3);
+      const Indices share = rest->indices(2);
+      for (size_t row = 0; row < share.size(); ++row)  // rank r's row j is position start + r + 3j
+        CHECK(share[row] == list[(start + rank + 3 * static_cast<int64_t>(row)) % size]);
+      const data::DistributedBatchSampler batches(rest, 2, false, false);
+      CHECK(batches.first_position(0) == start);
+      const std::vector<Indices> rank_batches = batches.batches(2);
+      for (size_t batch = 0; batch < rank_batches.size(); ++batch)  // uneven: examples only, or a join batch
+        if (batches.example_rows(rank, static_cast<int64_t>(batch)) > 0)
+          examples.insert(examples.end(), rank_batches[batch].begin(), rank_batches[batch].end());
+      dealt.insert(dealt.end(), share.begin(), share.end());
+    }
+    std::sort(examples.begin(), examples.end());
+    Indices expected(list.begin() + start, list.end());
+    std::sort(expected.begin(), expected.end());
+    CHECK(examples == expected);  // uneven batches: every remaining example once, no padding
+    CHECK(dealt.size() - expected.size() < 3);
+  }
+  CHECK_THROWS_WITH_AS(data::DistributedSampler(size, 3, 0).starting_at(24), doctest::Contains("position 24"), Error);
+}
+
 TEST_CASE("DistributedSampler rejects a rank outside the world and bad sizes") {
   CHECK_THROWS_WITH_AS(data::DistributedSampler(10, 2, 2), doctest::Contains("invalid rank 2"), Error);
   CHECK_THROWS_WITH_AS(data::DistributedSampler(10, 2, -1), doctest::Contains("[0, 1]"), Error);

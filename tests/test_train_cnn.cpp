@@ -42,6 +42,15 @@ TEST_CASE("train_cnn refuses a --save path in a missing directory at start-up, b
   CHECK(!test::contains(run.output, "FashionMNIST"));
 }
 
+TEST_CASE("train_cnn refuses --save-every-steps without --snapshot, whose FILE.steps folder it writes into") {
+  test::TempDir dir;
+  const Run run = train_cnn({"--save-every-steps", "10", "--data-dir", dir.path() + "/no-data"});
+  INFO(run.output);
+  CHECK(run.exit_code == 1);
+  CHECK(test::contains(run.output, "--save-every-steps writes beside the --snapshot file: give --snapshot FILE too"));
+  CHECK(!test::contains(run.output, "FashionMNIST"));
+}
+
 TEST_CASE("train_cnn refuses a --threads count outside 1 to 1024, naming the flag") {
   test::TempDir dir;
   for (const char* threads : {"0", "1025", "100000"}) {

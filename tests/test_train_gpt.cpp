@@ -342,6 +342,26 @@ TEST_CASE(
   CHECK(eval_losses(dir.path() + "/plain.csv").back() == eval_losses(dir.path() + "/killed.csv").back());
 }
 
+TEST_CASE("with save_every_steps a worker killed mid-epoch resumes from the newest step snapshot, bit-identical") {
+  test::TempDir dir;
+  REQUIRE(train_gpt(small_run(dir.path(), "plain", 8, 2), 2).exit_code == 0);
+  std::vector<std::string> args = {"--standalone", "--nproc-per-node", "2", "--max-restarts", "1", SG_TRAIN_GPT};
+  for (const std::string& arg : small_run(dir.path(), "killed", 8, 2)) args.push_back(arg);
+  args.insert(args.end(), {"trainer_config.save_every_steps=4", "trainer_config.keep=2"});
+  // Rank 1 dies after step 13, in epoch 2: the step snapshots of steps 8 and 12 are kept (that of
+  // 4 removed), and step 12's is newer than the epoch snapshot of step 10.
+  const test::RankResults sgrun = test::run_ranks(SG_SGRUN, 1, args, {{"SG_TEST_KILL_AT_STEP", "13"}}, 120);
+  INFO(sgrun.summary());
+  CHECK(sgrun.exit_code(0) == 0);
+  const std::string steps = dir.path() + "/killed.safetensors.steps/checkpoints";
+  CHECK(test::contains(sgrun.output(0), steps + "/checkpoint_2/state.safetensors at Epoch 1 (step 12)"));
+  // The restarted run went on numbering: steps 16 and 20 are checkpoint_3 and checkpoint_4.
+  CHECK(std::filesystem::exists(steps + "/checkpoint_4"));
+  CHECK_FALSE(std::filesystem::exists(steps + "/checkpoint_2"));
+  CHECK(weight_difference(dir.path() + "/plain.safetensors", dir.path() + "/killed.safetensors") == 0);
+  CHECK(eval_losses(dir.path() + "/plain.csv").back() == eval_losses(dir.path() + "/killed.csv").back());
+}
+
 TEST_CASE("train_gpt on a text of fewer than 10 distinct characters ends with its sample (top_k 10 keeps all 4)") {
   test::TempDir dir;
   const std::string dna = dir.path() + "/dna.txt";

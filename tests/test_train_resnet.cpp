@@ -165,26 +165,45 @@ TEST_CASE("train_resnet under sgrun on 2 processes with --sync-bn counts every v
   CHECK(test::contains(output, "val accuracy "));
 }
 
-TEST_CASE("train_resnet under sgrun --max-restarts 1: a killed worker resumes and ends as an unkilled run") {
+TEST_CASE(
+    "train_resnet under sgrun --max-restarts 1: a killed worker resumes from its newest snapshot, ends as unkilled") {
   test::TempDir dir;
   const std::string root = write_folder(dir.path());
   const std::vector<std::string> plain =
       small_run(root, 2) + std::vector<std::string>{"--snapshot", dir.path() + "/plain.safetensors"};
   REQUIRE(train_resnet(plain, 2).exit_code == 0);
-  std::vector<std::string> args = {"--standalone", "--nproc-per-node", "2", "--max-restarts", "1", SG_TRAIN_RESNET};
-  args = args + small_run(root, 2) + std::vector<std::string>{"--snapshot", dir.path() + "/killed.safetensors"};
-  // 2 steps per epoch on 2 processes: rank 1 dies after step 3, in epoch 2.
-  const test::RankResults sgrun = test::run_ranks(SG_SGRUN, 1, args, {{"SG_TEST_KILL_AT_STEP", "3"}}, 120);
-  INFO(sgrun.summary());
-  CHECK(sgrun.exit_code(0) == 0);
-  CHECK(test::contains(sgrun.output(0), "restarting (attempt 1 of 1)"));
-  CHECK(test::contains(sgrun.output(0), "after epoch 1 (step 2)"));
-  // Same seed, data order, augmentation draws and thread count: equal to the bit, weights,
-  // BatchNorm statistics and momentum alike.
-  const SafetensorsFile a = load_safetensors(dir.path() + "/plain.safetensors");
-  const SafetensorsFile b = load_safetensors(dir.path() + "/killed.safetensors");
-  CHECK(difference(a, b, "model.") == 0);
-  CHECK(difference(a, b, "optimizer.") == 0);
+  // 2 steps per epoch on 2 processes: rank 1 dies after step 3, the first of epoch 2. The restart
+  // resumes from the snapshot of epoch 1, or with --save-every-steps 1 from that of step 3
+  // (checkpoint_2: steps 1, 2, 3 are checkpoint_0, 1, 2), in the middle of epoch 2.
+  const struct {
+    std::string name;
+    std::vector<std::string> flags;
+    std::string resumed;
+  } cases[] = {{"killed", {}, "killed.safetensors after epoch 1 (step 2)"},
+               {"stepped",
+                {"--save-every-steps", "1"},
+                "stepped.safetensors.steps/checkpoints/checkpoint_2/state.safetensors after epoch 1 (step 3)"}};
+  for (const auto& run : cases) {
+    CAPTURE(run.name);
+    const std::string snapshot = dir.path() + "/" + run.name + ".safetensors";
+    std::vector<std::string> args = {"--standalone", "--nproc-per-node", "2", "--max-restarts", "1", SG_TRAIN_RESNET};
+    args = args + small_run(root, 2) + std::vector<std::string>{"--snapshot", snapshot} + run.flags;
+    const test::RankResults sgrun = test::run_ranks(SG_SGRUN, 1, args, {{"SG_TEST_KILL_AT_STEP", "3"}}, 120);
+    INFO(sgrun.summary());
+    CHECK(sgrun.exit_code(0) == 0);
+    CHECK(test::contains(sgrun.output(0), "restarting (attempt 1 of 1)"));
+    CHECK(test::contains(sgrun.output(0), "resumed from " + dir.path() + "/" + run.resumed));
+    // Same seed, data order, augmentation draws and thread count: equal to the bit, weights,
+    // BatchNorm statistics and momentum alike.
+    const SafetensorsFile a = load_safetensors(dir.path() + "/plain.safetensors");
+    const SafetensorsFile b = load_safetensors(snapshot);
+    CHECK(difference(a, b, "model.") == 0);
+    CHECK(difference(a, b, "optimizer.") == 0);
+  }
+  // --keep 2 (the default): the step snapshots of steps 3 and 4 remain.
+  const std::string steps = dir.path() + "/stepped.safetensors.steps/checkpoints/";
+  CHECK(std::filesystem::exists(steps + "checkpoint_3"));
+  CHECK_FALSE(std::filesystem::exists(steps + "checkpoint_1"));
 }
 
 TEST_CASE("train_resnet --weights drops the 1000-class head and --freeze-layers trains fc alone") {

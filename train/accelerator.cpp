@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <optional>
 
 #include <nlohmann/json.hpp>
@@ -181,6 +182,9 @@ Accelerator::Accelerator(const AcceleratorOptions& options)
   comm_hook_ = builtin_comm_hook(options_.comm_hook);  // an unknown name fails here, before any model
   SG_CHECK(options_.gradient_accumulation_steps >= 1,
            "Accelerator: gradient_accumulation_steps must be at least 1, got ", options_.gradient_accumulation_steps);
+  SG_CHECK(options_.project_config.total_limit >= 0,
+           "Accelerator: ProjectConfiguration's total_limit must be 0 (keep every checkpoint) or more, got ",
+           options_.project_config.total_limit);
   device_ = accelerator_device(options_.device);
   // The current device is where the CUDA runtime puts work that names no device; NCCL binds
   // its communicator to it (init_process_group selects it too).
@@ -481,7 +485,7 @@ Tensor Accelerator::gather_for_metrics(const Tensor& batch_results) {
   }
   std::vector<Tensor> per_rank = all_gather_rows(rows);
   for (Tensor& rank_rows : per_rank) rank_rows = rank_rows.to(Device::cpu());  // drop_padding works on the host
-  return data::drop_padding(per_rank, batches.sampler().dataset_size(), batches.first_row(current->batch))
+  return data::drop_padding(per_rank, batches.sampler().examples_in_list(), batches.first_row(current->batch))
       .to(batch_results.device());
 }
 
@@ -624,6 +628,41 @@ optim::Metadata Accelerator::load_state_unguarded(const std::string& path, nn::M
   }
   for (const char* reserved : kReservedKeys) metadata.erase(reserved);
   return metadata;
+}
+
+NumberedCheckpoints Accelerator::project_checkpoints(const char* caller) const {
+  const ProjectConfiguration& project = options_.project_config;
+  SG_CHECK(
+      project.automatic_checkpoint_naming && !project.project_dir.empty(), "Accelerator::", caller,
+      " without a path needs ProjectConfiguration's project_dir and automatic_checkpoint_naming (got project_dir '",
+      project.project_dir, "', automatic_checkpoint_naming ", project.automatic_checkpoint_naming, ")");
+  return NumberedCheckpoints((std::filesystem::path(project.project_dir) / "checkpoints").string(), "checkpoint_",
+                             "Accelerator::save_state");
+}
+
+std::string Accelerator::save_state(nn::Module& model, optim::Metadata metadata) {
+  const NumberedCheckpoints checkpoints = project_checkpoints("save_state");
+  // Every rank reads the same folder: the previous save ended with every rank waiting for its rename.
+  const auto existing = checkpoints.list();
+  const int64_t number = existing.empty() ? 0 : existing.back().first + 1;
+  std::string staging;
+  if (is_main_process()) staging = checkpoints.begin_writing(number);
+  save_state((std::filesystem::path(staging) / kCheckpointStateFile).string(), model, std::move(metadata));
+  if (is_main_process()) {
+    checkpoints.finish_writing(number, /*replace=*/false);
+    checkpoints.remove_oldest(options_.project_config.total_limit);
+  }
+  wait_for_everyone();
+  return checkpoints.folder(number);
+}
+
+std::optional<std::string> Accelerator::last_checkpoint() const { return project_checkpoints("load_state").newest(); }
+
+optim::Metadata Accelerator::load_state(nn::Module& model) {
+  const std::optional<std::string> folder = last_checkpoint();
+  SG_CHECK(folder.has_value(), "Accelerator::load_state: ", options_.project_config.project_dir,
+           "/checkpoints holds no checkpoint_<i> folder to resume from");
+  return load_state((std::filesystem::path(*folder) / kCheckpointStateFile).string(), model);
 }
 
 }  // namespace sg::dist

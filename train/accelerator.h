@@ -50,10 +50,25 @@
 #include "optim/optimizer.h"
 #include "train/data_parallel_check.h"
 #include "train/loader_tracker.h"
+#include "train/numbered_checkpoints.h"
 
 namespace sg::dist {
 
+// Where save_state() and load_state() without a path keep the run's checkpoints (Accelerate's
+// ProjectConfiguration; docs/accelerator.md, "Checkpoints by number").
+struct ProjectConfiguration {
+  std::string project_dir;  // the checkpoints go to <project_dir>/checkpoints
+  // save_state() writes <project_dir>/checkpoints/checkpoint_<i>/, i one more than the largest
+  // there (0 for the first), so the numbers go on counting when a run restarts; load_state()
+  // loads the largest. Without it, save_state and load_state need a path.
+  bool automatic_checkpoint_naming = false;
+  // How many checkpoint_<i> folders save_state() keeps: the oldest beyond it are removed once a
+  // new one is in place (0: all are kept).
+  int total_limit = 0;
+};
+
 struct AcceleratorOptions {
+  ProjectConfiguration project_config = {};
   DDPOptions ddp = {};
   bool sync_batchnorm = false;  // convert BatchNorm layers to SyncBatchNorm in prepare(model)
   // "no", "f16" (autocast to f16 and a GradScaler) or "bf16" (autocast only: bf16 has f32's
@@ -273,9 +288,20 @@ public:
   // pass is that epoch, from the first batch not yet seen (DataLoader::skip_first_batches).
   // All or nothing: when the file is refused, everything is as it was before the call.
   optim::Metadata load_state(const std::string& path, nn::Module& model);
+  // The same with the checkpoint folders of ProjectConfiguration (automatic_checkpoint_naming):
+  // save_state writes the next checkpoint_<i>/ whole (Note [Writing a checkpoint folder whole] in
+  // train/numbered_checkpoints.h), then removes the oldest beyond total_limit, and returns the
+  // folder; a save that fails leaves the earlier ones as they were. load_state loads the newest
+  // (an sg::Error naming the folder when there is none). last_checkpoint() is that newest folder,
+  // or nullopt, for a program that resumes only when there is one.
+  std::string save_state(nn::Module& model, optim::Metadata metadata = {});
+  optim::Metadata load_state(nn::Module& model);
+  std::optional<std::string> last_checkpoint() const;
+  const ProjectConfiguration& project_configuration() const { return options_.project_config; }
 
 private:
   void print_line(const std::string& line) const;
+  NumberedCheckpoints project_checkpoints(const char* caller) const;
   optim::Metadata load_state_unguarded(const std::string& path, nn::Module& model);
   double loss_weight() const;
   std::vector<Tensor> all_gather_rows(const Tensor& rows);

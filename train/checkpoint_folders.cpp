@@ -1,7 +1,5 @@
 #include "train/checkpoint_folders.h"
 
-#include <algorithm>
-#include <cctype>
 #include <exception>
 #include <filesystem>
 #include <utility>
@@ -12,6 +10,7 @@
 
 #include "core/atomic_file.h"
 #include "core/error.h"
+#include "train/numbered_checkpoints.h"
 
 namespace sg::dist {
 
@@ -19,72 +18,26 @@ namespace fs = std::filesystem;
 
 namespace {
 
-constexpr const char* kCheckpointPrefix = "checkpoint-";
-constexpr const char* kStateFile = "state.safetensors";
-
-// The step of a folder named checkpoint-<step>; nullopt for any other name.
-std::optional<int64_t> checkpoint_step(const fs::path& folder) {
-  const std::string name = folder.filename().string();
-  const std::string prefix = kCheckpointPrefix;
-  if (!name.starts_with(prefix) || name.size() == prefix.size() || name.size() > prefix.size() + 18)
-    return std::nullopt;
-  const std::string digits = name.substr(prefix.size());
-  if (!std::all_of(digits.begin(), digits.end(), [](unsigned char c) { return std::isdigit(c); })) return std::nullopt;
-  return std::stoll(digits);
-}
-
-// The checkpoint folders of `output_dir`, by step, oldest first.
-std::vector<fs::path> sorted_checkpoints(const std::string& output_dir) {
-  std::vector<std::pair<int64_t, fs::path>> found;
-  std::error_code error;  // a missing folder holds no checkpoint
-  for (const fs::directory_entry& entry : fs::directory_iterator(output_dir, error))
-    if (const std::optional<int64_t> step = checkpoint_step(entry.path()); step && entry.is_directory())
-      found.emplace_back(*step, entry.path());
-  std::sort(found.begin(), found.end());
-  std::vector<fs::path> folders;
-  for (auto& [step, folder] : found) folders.push_back(std::move(folder));
-  return folders;
-}
-
-// Removes the oldest checkpoints beyond `limit` (0: none). The best one is moved next to the
-// newest first, as HF's _sorted_checkpoints does, so that it stays.
-void rotate_checkpoints(const std::string& output_dir, int limit, const std::string& best) {
-  if (limit == 0) return;
-  std::vector<fs::path> folders = sorted_checkpoints(output_dir);
-  const auto kept = std::find_if(folders.begin(), folders.end(), [&](const fs::path& folder) {
-    return !best.empty() && folder.filename() == fs::path(best).filename();
-  });
-  if (kept != folders.end() && kept + 1 != folders.end()) std::rotate(kept, kept + 1, folders.end() - 1);
-  for (size_t i = 0; i + static_cast<size_t>(limit) < folders.size(); ++i) fs::remove_all(folders[i]);
-}
-
-// Runs `work` on the main process's checkpoint folders; a file system error becomes an sg::Error.
-template <typename Work>
-void in_checkpoint_folder(const fs::path& folder, Work&& work) {
-  try {
-    work();
-  } catch (const fs::filesystem_error& error) {
-    SG_FAIL("Trainer: writing checkpoint ", folder.string(), ": ", error.what());
-  }
+// The Trainer's checkpoint-<step> folders of `output_dir`.
+NumberedCheckpoints trainer_checkpoints(const std::string& output_dir) {
+  return NumberedCheckpoints(output_dir, "checkpoint-", "Trainer");
 }
 
 }  // namespace
 
 std::string checkpoint_folder(const std::string& output_dir, int64_t global_step) {
-  return (fs::path(output_dir) / (kCheckpointPrefix + std::to_string(global_step))).string();
+  return trainer_checkpoints(output_dir).folder(global_step);
 }
 
 std::optional<std::string> get_last_checkpoint(const std::string& output_dir) {
-  const std::vector<fs::path> folders = sorted_checkpoints(output_dir);
-  if (folders.empty()) return std::nullopt;
-  return folders.back().string();
+  return trainer_checkpoints(output_dir).newest();
 }
 
 void write_checkpoint_folder(Accelerator& accelerator, nn::Module& model, const std::string& output_dir,
                              int save_total_limit, const TrainerState& state, const LoopState& loop,
                              const data::DistributedBatchSampler& train_batches) {
-  const fs::path folder = checkpoint_folder(output_dir, state.global_step);
-  const fs::path staging = fs::path(output_dir) / ("tmp-" + folder.filename().string());
+  const NumberedCheckpoints checkpoints = trainer_checkpoints(output_dir);
+  const int64_t step = state.global_step;
   const std::string trainer_state = state.to_json();
   const nlohmann::json loop_json{{"epoch", loop.next.epoch},
                                  {"batch", loop.next.batch},
@@ -92,21 +45,17 @@ void write_checkpoint_folder(Accelerator& accelerator, nn::Module& model, const 
                                  {"total_loss", loop.total_loss},
                                  {"window_loss", loop.window_loss},
                                  {"last_logged_step", loop.last_logged_step}};
-  if (accelerator.is_main_process())
-    in_checkpoint_folder(staging, [&] {
-      fs::remove_all(staging);
-      fs::create_directories(staging);
-    });
-  accelerator.save_state((staging / kStateFile).string(), model,
+  // Note [Writing a checkpoint folder whole] in train/numbered_checkpoints.h
+  std::string staging;
+  if (accelerator.is_main_process()) staging = checkpoints.begin_writing(step);
+  accelerator.save_state((fs::path(staging) / kCheckpointStateFile).string(), model,
                          {{"trainer_state", trainer_state}, {"trainer_loop", loop_json.dump()}});
-  if (accelerator.is_main_process())
-    in_checkpoint_folder(folder, [&] {
-      write_file_atomically((staging / "trainer_state.json").string(),
-                            [&](const ByteWriter& write) { write(trainer_state.data(), trainer_state.size()); });
-      fs::remove_all(folder);
-      fs::rename(staging, folder);
-      rotate_checkpoints(output_dir, save_total_limit, state.best_model_checkpoint);
-    });
+  if (accelerator.is_main_process()) {
+    write_file_atomically((fs::path(staging) / "trainer_state.json").string(),
+                          [&](const ByteWriter& write) { write(trainer_state.data(), trainer_state.size()); });
+    checkpoints.finish_writing(step, /*replace=*/true);
+    checkpoints.remove_oldest(save_total_limit, state.best_model_checkpoint);
+  }
   accelerator.wait_for_everyone();
 }
 
@@ -121,8 +70,8 @@ std::optional<std::string> checkpoint_to_resume(const TrainingArguments& args) {
 
 TrainerCheckpoint read_checkpoint_folder(Accelerator& accelerator, nn::Module& model, const std::string& folder,
                                          const data::DistributedBatchSampler& train_batches) {
-  const std::string path = (fs::path(folder) / kStateFile).string();
-  SG_CHECK(fs::exists(path), "TrainingArguments: resume_from_checkpoint '", folder, "' holds no ", kStateFile,
+  const std::string path = (fs::path(folder) / kCheckpointStateFile).string();
+  SG_CHECK(fs::exists(path), "TrainingArguments: resume_from_checkpoint '", folder, "' holds no ", kCheckpointStateFile,
            " (a checkpoint-<step> folder the Trainer wrote has one)");
   const optim::Metadata metadata = accelerator.load_state(path, model);
   SG_CHECK(metadata.count("trainer_state") == 1 && metadata.count("trainer_loop") == 1, "Trainer: ", path,

@@ -11,9 +11,9 @@
 // also holds the TrainerState and the loop's own figures (the next batch, the loss sums), plus a
 // readable trainer_state.json. The main process writes it as tmp-checkpoint-<step>/ and renames
 // it, so a crash never leaves a partial checkpoint-<step>/ for resume_from_checkpoint = true to
-// pick. The next batch is stored by the trainer too: a checkpoint taken at an epoch's end,
-// outside the loop over the loader, carries no loader position in the Accelerator's state, yet
-// must resume where the loop stopped; train() skips the batches itself
+// pick (Note [Writing a checkpoint folder whole] in train/numbered_checkpoints.h). The next batch is stored by the
+// trainer too: a checkpoint taken at an epoch's end, outside the loop over the loader, carries no loader position in
+// the Accelerator's state, yet must resume where the loop stopped; train() skips the batches itself
 // (DataLoader::skip_first_batches, what load_state would have done). The order of an epoch depends
 // only on the seed and the epoch, so the resumed run trains on exactly the batches the
 // uninterrupted one would have, in the same accumulation windows. The next batch is stored with

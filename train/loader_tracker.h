@@ -1,5 +1,6 @@
 #pragma once
-// defines: dist::LoaderTracker, LoaderPosition, position_of, batch_to_resume — which batch of
+// defines: dist::LoaderTracker, LoaderPosition, position_of, ResumePoint, pass_to_resume,
+//          batch_to_resume — which batch of
 //          which loader prepared by the Accelerator the program is on (Accelerate's
 //          GradientState): the batch that gather_for_metrics and gradient accumulation work out
 //          their rows and sync steps from, and the positions save_state records and load_state
@@ -24,12 +25,19 @@
 //   - G a multiple of B' * W': at batch G / (B' * W'). Its batches hold positions G, G + 1, ...
 //     of the same list: exactly the examples the saved run had not reached, then this world
 //     size's own padding (the duplicates its W' adds, or nothing with drop_last, which drops the
-//     tail as any epoch of this run would). The saved run's padding lay beyond G, unreached.
-//   - otherwise no batch of this run begins at G, and resuming at the batch before or after
-//     would train twice on some examples or never on others: refused, naming both world sizes
-//     and positions. The same when the position moves (another W or B) to a batch that does not
-//     begin a window of gradient_accumulation_steps batches: the Accelerator weighs each loss by
-//     its batch's share of the whole window, batches before it included, which this run never had.
+//     tail as any epoch of this run would). The saved run's padding lay beyond G, unreached. The
+//     rest of the epoch is then batch for batch what an uninterrupted run of W' would train on.
+//   - otherwise no batch of this run begins at G (or the position moves, to another W or B, onto
+//     a batch inside a window of gradient_accumulation_steps batches, whose loss weights count
+//     batches before it that this run never had): the rest of the epoch, positions G .. N - 1,
+//     is dealt anew to the W' processes, DistributedSampler style (Note [Dealing the rest of an
+//     epoch] in data/distributed_sampler.h), and batched by B' from its first batch, a window
+//     beginning there. Every example the saved run had not reached is trained on exactly once,
+//     plus the few duplicates that pad the rest to a multiple of W'. The next epoch is sharded
+//     as usual. Under the loader's drop_last, when the rest leaves each process a share that is
+//     not a whole number of batches, the last batch would be dropped with examples nobody trained
+//     on: refused, naming both world sizes and the position. (The Trainer's own loop skips its
+//     batches itself and takes only the first two cases: batch_to_resume.)
 // A position saved before the world size was recorded (world_size 0) resumes at its batch number,
 // as it did then: right only on the world size and batch size it was saved with.
 #include <cstdint>
@@ -56,10 +64,23 @@ struct LoaderPosition {
 // The position of batch `batch` of epoch `epoch` of `batches`, with this process's world size.
 LoaderPosition position_of(const data::DistributedBatchSampler& batches, int64_t epoch, int64_t batch);
 
-// The batch of `batches` at which `position` resumes, with `accumulation_steps` micro-batches per
-// optimizer step (Note [Resuming on another world size]). An sg::Error beginning with `name`
-// names the field of a position out of range, or both world sizes and positions when this run
-// cannot resume at exactly that sample.
+// Where a pass resumes: batch `batch` of epoch `epoch`, of the loader's own batches or, when
+// `batches` is set, of the rest of that epoch dealt anew (Note [Resuming on another world size]).
+struct ResumePoint {
+  int64_t epoch = 0;
+  int64_t batch = 0;
+  std::shared_ptr<const data::DistributedBatchSampler> batches = {};
+};
+
+// Where a pass of `batches` resumes at `position`, with `accumulation_steps` micro-batches per
+// optimizer step. An sg::Error beginning with `name` names the field of a position out of range,
+// or both world sizes and the position when this run cannot resume there without losing examples.
+ResumePoint pass_to_resume(const data::DistributedBatchSampler& batches, const LoaderPosition& position,
+                           int accumulation_steps, const std::string& name);
+
+// The batch of `batches` itself at which `position` resumes (the first two cases of Note
+// [Resuming on another world size]); an sg::Error naming both world sizes and positions when
+// none begins there.
 int64_t batch_to_resume(const data::DistributedBatchSampler& batches, const LoaderPosition& position,
                         int accumulation_steps, const std::string& name);
 
@@ -80,7 +101,7 @@ public:
   // Per loader, in the order they were tracked: the position after the batch in progress, or
   // nullopt for a loader between passes.
   std::vector<std::optional<LoaderPosition>> positions() const;
-  // The next pass of each loader with a position begins there (batch_to_resume) instead of
+  // The next pass of each loader with a position begins there (pass_to_resume) instead of
   // where it would have; with an error for any of them, none changes.
   void resume(const std::vector<std::optional<LoaderPosition>>& positions, int accumulation_steps);
 
