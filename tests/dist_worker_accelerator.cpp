@@ -221,11 +221,15 @@ void deal(const std::string& out, const std::string& mode, int64_t stop_after, i
 }
 
 // Virtual ranks (train/virtual_ranks.h): 4 shards of 48 examples, batches of 3 per shard (4 steps
-// per epoch), SGD with momentum, steps `from` .. `to` - 1. From step > 0 the run first loads
+// per epoch), an MLP with dropout 0.3 (each shard's masks must not depend on the process that
+// trains it), SGD with momentum, steps `from` .. `to` - 1. From step > 0 the run first loads
 // <out>/<load>.safetensors (parameters and momentum); rank 0 saves both to <out>/<tag>.safetensors.
 void virtual_ranks(const std::string& out, const std::string& tag, int64_t from, int64_t to, const std::string& load) {
   if (dist::launch_environment().has_value()) dist::init_process_group();
-  auto model = small_mlp();
+  Generator generator(11);
+  auto model = std::make_shared<nn::Sequential>(std::initializer_list<std::shared_ptr<nn::Module>>{
+      std::make_shared<nn::Linear>(4, 8, true, &generator), std::make_shared<nn::Tanh>(),
+      std::make_shared<nn::Dropout>(0.3), std::make_shared<nn::Linear>(8, 1, true, &generator)});
   optim::SGD sgd(model->parameters(), {.lr = 0.1, .momentum = 0.9});
   if (from > 0) optim::load_checkpoint(out + "/" + load + ".safetensors", *model, &sgd);
   dist::VirtualRanks shards(4, regression_data(48), {.batch_size = 3, .shuffle = true, .seed = 3}, *model);

@@ -4,6 +4,7 @@
 #include "autograd/ops_index.h"
 #include "core/error.h"
 #include "core/factory.h"
+#include "core/generator.h"
 #include "dist/dist.h"
 #include "dist/process_group.h"
 
@@ -12,12 +13,14 @@ namespace sg::dist {
 VirtualRanks::VirtualRanks(int virtual_ranks, std::shared_ptr<const data::Dataset> dataset,
                            const data::DataLoaderOptions& options, nn::Module& model)
     : dataset_(std::move(dataset)),
+      seed_(options.seed),
       processes_(get_world_size()) {
   SG_CHECK(dataset_ != nullptr, "VirtualRanks: the dataset is null");
   SG_CHECK(virtual_ranks >= 1 && virtual_ranks % processes_ == 0, "VirtualRanks: ", processes_,
            " processes must divide the ", virtual_ranks,
            " virtual ranks, so that each trains the same number of shards");
   const int per_process = virtual_ranks / processes_;
+  first_shard_ = get_rank() * per_process;
   for (int shard = get_rank() * per_process; shard < (get_rank() + 1) * per_process; ++shard)
     shards_.push_back(std::make_shared<data::DistributedBatchSampler>(
         std::make_shared<data::DistributedSampler>(dataset_->size(), virtual_ranks, shard, options.shuffle,
@@ -39,7 +42,13 @@ double VirtualRanks::gradient(nn::Module& model, int64_t step,
   const TensorList params = model.parameters();
   // Row k: shard k of this process's flat gradient, then its loss.
   TensorList rows;
-  for (const auto& shard : shards_) {
+  Generator& generator = default_generator();
+  const Generator saved = generator;
+  for (size_t k = 0; k < shards_.size(); ++k) {
+    const auto& shard = shards_[k];
+    // The shard's own random stream (Note [Virtual ranks]); a step draws far fewer than 2^32 blocks.
+    generator.manual_seed(seed_ + 0x9E3779B97F4A7C15ull * (first_shard_ + k + 1));
+    generator.set_offset(static_cast<uint64_t>(step) << 32);
     std::vector<data::Example> examples;
     const std::vector<std::vector<int64_t>> epoch_batches = shard->batches(epoch);
     for (int64_t index : epoch_batches[static_cast<size_t>(batch)]) examples.push_back(dataset_->get(index));
@@ -53,6 +62,7 @@ double VirtualRanks::gradient(nn::Module& model, int64_t step,
     parts.push_back(loss.detach().reshape({1}));
     rows.push_back(cat(parts));
   }
+  generator = saved;
   NoGradGuard no_grad;
   const Tensor local = stack(rows);  // [V / N, P + 1]
   std::vector<Tensor> gathered{local};

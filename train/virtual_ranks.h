@@ -21,7 +21,12 @@
 // adds them in the fixed order 0, 1, ..., V − 1 and divides by V: the gradient of the mean loss
 // over the global batch, identical for every N (with the same thread count). The price: V flat
 // gradients travel instead of one all-reduced one, with no overlap with backward. A step's batches
-// depend only on the epoch and the step within it, so resuming is by step number.
+// depend only on the epoch and the step within it, so resuming is by step number. Random draws in
+// the forward (dropout) come from the default generator set, for each shard, to a stream of that
+// shard's own — seed options.seed mixed with the shard's number, at offset step · 2^32 — so a shard
+// draws the same masks whichever process trains it; the default generator is put back after each
+// step. Buffers a forward updates (BatchNorm's running statistics) stay each process's own, as
+// under DDP with broadcast_buffers off: the gradients do not depend on them, an evaluation does.
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -55,6 +60,8 @@ public:
 private:
   std::shared_ptr<const data::Dataset> dataset_;
   std::vector<std::shared_ptr<const data::DistributedBatchSampler>> shards_;  // this process's, in shard order
+  int first_shard_ = 0;                                                       // the number of shards_.front()
+  uint64_t seed_ = 0;  // options.seed: mixed into each shard's random stream
   int processes_ = 1;
 };
 
