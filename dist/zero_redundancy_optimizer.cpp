@@ -228,18 +228,19 @@ nn::NamedTensors ZeroRedundancyOptimizer::named_state(const nn::NamedTensors&) c
 std::string zero_sharding_note(const optim::Optimizer& optimizer, int state_tensors_per_element) {
   const auto* zero = dynamic_cast<const ZeroRedundancyOptimizer*>(&optimizer);
   if (zero == nullptr) return "";
-  const int rank = zero->process_group().rank();
   const double bytes_per_element =
       static_cast<double>(state_tensors_per_element) * static_cast<double>(zero->all_params().front().element_size());
-  const auto megabytes = [&](int64_t elements) { return static_cast<double>(elements) * bytes_per_element / 1e6; };
-  std::ostringstream note;
-  note.setf(std::ios::fixed);
-  note.precision(2);
-  note << ", ZeRO-1 over " << zero->process_group().size() << " processes: rank " << rank
-       << " keeps the optimizer state of " << zero->shard_numel(rank) << " of " << zero->total_numel()
-       << " parameter elements, " << megabytes(zero->shard_numel(rank)) << " of " << megabytes(zero->total_numel())
-       << " MB";
-  return note.str();
+  const int world = zero->process_group().size();
+  std::ostringstream megabytes, elements;
+  megabytes.setf(std::ios::fixed);
+  megabytes.precision(2);
+  for (int r = 0; r < world; ++r) {
+    megabytes << (r > 0 ? " | " : "") << static_cast<double>(zero->shard_numel(r)) * bytes_per_element / 1e6;
+    elements << (r > 0 ? " | " : "") << zero->shard_numel(r);
+  }
+  megabytes << " of " << static_cast<double>(zero->total_numel()) * bytes_per_element / 1e6;
+  return ", ZeRO-1 over " + std::to_string(world) + " processes: optimizer state per rank " + megabytes.str() +
+         " MB (whole parameters: " + elements.str() + " of " + std::to_string(zero->total_numel()) + " elements)";
 }
 
 }  // namespace sg::dist

@@ -111,10 +111,11 @@ private:
   std::optional<optim::OptimizerState> consolidated_;  // on the rank consolidate_state_dict gathered to
 };
 
-// For a program's start line, before any state exists: ", ZeRO-1 over 2 processes: rank 0 keeps
-// the optimizer state of 52340 of 104680 parameter elements, 0.42 of 0.84 MB" when `optimizer` is
-// a ZeroRedundancyOptimizer whose wrapped optimizer keeps `state_tensors_per_element` tensors
-// shaped like each parameter (Adam 2, SGD with momentum 1); "" for any other optimizer.
+// For a program's start line, before any state exists: ", ZeRO-1 over 2 processes: optimizer
+// state per rank 1.61 | 0.42 of 2.03 MB (whole parameters: 200704 | 53002 of 253706 elements)"
+// when `optimizer` is a ZeroRedundancyOptimizer whose wrapped optimizer keeps
+// `state_tensors_per_element` tensors shaped like each parameter (Adam 2, SGD with momentum 1);
+// "" for any other optimizer.
 std::string zero_sharding_note(const optim::Optimizer& optimizer, int state_tensors_per_element);
 
 }  // namespace sg::dist
