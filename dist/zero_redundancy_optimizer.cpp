@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <numeric>
+#include <set>
 #include <sstream>
 
 #include "autograd/grad_mode.h"
@@ -19,17 +20,6 @@ std::string wrapped_name(const optim::Optimizer* optimizer) {
   SG_CHECK(optimizer != nullptr, "ZeroRedundancyOptimizer: got no optimizer to wrap (build one over the model's ",
            "parameters, e.g. std::make_unique<optim::AdamW>(model->parameters()))");
   return "ZeroRedundancyOptimizer(" + optimizer->type_name() + ")";
-}
-
-// The parameter index of a state key "state.<index>.<field>", or nullopt for another key.
-std::optional<size_t> parameter_index_of(const std::string& key) {
-  const std::string prefix = "state.";
-  if (key.rfind(prefix, 0) != 0) return std::nullopt;
-  const size_t dot = key.find('.', prefix.size());
-  const std::string digits = key.substr(prefix.size(), dot == std::string::npos ? dot : dot - prefix.size());
-  if (digits.empty() || digits.size() > 18 || digits.find_first_not_of("0123456789") != std::string::npos)
-    return std::nullopt;
-  return static_cast<size_t>(std::stoll(digits));
 }
 
 // While alive, the parameters other ranks own have no gradient, so the wrapped optimizer, which
@@ -162,12 +152,17 @@ void ZeroRedundancyOptimizer::all_gather_parameters() {
 }
 
 optim::OptimizerState ZeroRedundancyOptimizer::keep_local_shard(const optim::OptimizerState& state) const {
+  // Keys read "state.<index>.<field>" (optim::OptimizerState); these are the prefixes to drop.
+  std::set<std::string> of_other_ranks;
+  for (size_t i = 0; i < owners_.size(); ++i)
+    if (owners_[i] != group_.rank()) of_other_ranks.insert("state." + std::to_string(i) + ".");
   optim::OptimizerState local = state;
   local.tensors.clear();
   for (const auto& [key, tensor] : state.tensors) {
-    const std::optional<size_t> index = parameter_index_of(key);
-    // Keys that are not some other rank's parameter go on, for the wrapped optimizer to check.
-    if (!index || *index >= owners_.size() || owners_[*index] == group_.rank()) local.tensors[key] = tensor;
+    const size_t second_dot = key.find('.', key.find('.') + 1);
+    // Anything else goes on, for the wrapped optimizer to check (and refuse if it is wrong).
+    if (second_dot == std::string::npos || !of_other_ranks.count(key.substr(0, second_dot + 1)))
+      local.tensors[key] = tensor;
   }
   return local;
 }
