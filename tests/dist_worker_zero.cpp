@@ -7,26 +7,20 @@
 //   accelerator FILE  Accelerator::save_state of a ZeRO optimizer into FILE, loaded back by
 //                     load_state and, on rank 0, into a plain AdamW by optim::load_checkpoint
 // Exit codes: 0 all checks passed, 1 a result was wrong (printed), 3 an sg::Error (printed).
-#include <cstdio>
 #include <functional>
 #include <iostream>
 #include <memory>
 #include <string>
 
+#include "collective_expectations.h"  // defines: expect, failures
 #include "ddp_scenarios.h"
 #include "syncgrad.h"
 
 using namespace sg;
+using test::collectives::expect;
+using test::collectives::failures;
 
 namespace {
-
-int failures = 0;
-
-void expect(bool ok, const std::string& what) {
-  if (ok) return;
-  ++failures;
-  std::cout << "rank " << dist::get_rank() << ": WRONG " << what << "\n";
-}
 
 using MakeOptimizer = std::function<std::unique_ptr<optim::Optimizer>(const TensorList&)>;
 
