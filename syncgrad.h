@@ -77,3 +77,5 @@
 #include "optim/sgd.h"                  // defines: SGD
 #include "train/accelerator.h"          // defines: dist::Accelerator
 #include "train/trainer.h"              // defines: dist::Trainer, TrainingArguments, TrainerCallback
+
+#include "dist/zero_redundancy_optimizer.h"  // defines: dist::ZeroRedundancyOptimizer (ZeRO-1)

@@ -62,6 +62,7 @@ struct Config {
   double bucket_mb = 25;
   int check_replicas_every = 0;
   std::string comm_hook = "no";
+  bool zero = false;            // ZeRO-1: each process keeps the optimizer state of its shard of the parameters
   std::string amp = "none";     // none, f16 or bf16
   bool amp_debug = false;       // f16: the loss scaler's diagnostics (amp/scaler_diagnostics.h)
   std::string device = "auto";  // auto, cpu or cuda
@@ -173,6 +174,8 @@ int run(const Config& config) {
   const double flops_per_image = static_cast<double>(sg::nn::training_flops(*model, sg::zeros({1, 1, 28, 28})));
   model = accelerator.prepare(model);
   auto optimizer = make_optimizer(config, model->parameters());
+  if (config.zero && accelerator.num_processes() > 1)
+    optimizer = std::make_unique<sg::dist::ZeroRedundancyOptimizer>(std::move(optimizer));
   accelerator.prepare(*optimizer);
   std::unique_ptr<sg::optim::LRScheduler> scheduler;
   if (config.scheduler == "cosine") {  // stepped once per optimizer step over the whole run
@@ -196,7 +199,7 @@ int run(const Config& config) {
                     train_set->size(), " training / ", test_set->size(), " test images, ", accelerator.num_processes(),
                     " process(es) x ", config.threads, " thread(s) on ", accelerator.device(), ", ", config.batch_size,
                     " images per process and ", sg::dist::batch_note(accelerator.gradient_accumulation_steps()),
-                    mfu.peak_note());
+                    mfu.peak_note(), sg::dist::zero_sharding_note(*optimizer, config.optimizer == "sgd" ? 1 : 2));
 
   const sg::amp::GradScaler& scaler = accelerator.scaler();
   std::vector<std::string> log_columns{"step", "epoch", "loss", "lr", "accuracy"};
@@ -349,6 +352,9 @@ int main(int argc, char** argv) {
                  "fp16 or bf16 (16 bits: half the bytes, rounded; docs/ddp.md)")
       ->check(CLI::IsMember({"no", "allreduce", "fp16", "bf16"}))
       ->capture_default_str();
+  app.add_flag("--zero", config.zero,
+               "Under sgrun: ZeRO-1, each process keeps the optimizer state of its shard of the parameters only "
+               "(docs/ddp.md)");
   app.add_option(
          "--check-replicas-every", config.check_replicas_every,
          "Under sgrun: every N steps, and before --save and --snapshot write, compare the processes' weights, buffers "

@@ -60,6 +60,7 @@ struct AppOptions {
   int threads = 1;
   std::string device = "auto";
   std::string comm_hook = "no";
+  bool zero = false;  // ZeRO-1: each process keeps the optimizer state of its shard of the parameters
   bool generate = false;
   std::string prompt;
   std::string snapshot;
@@ -181,8 +182,10 @@ int train(const RunConfig& config, const AppOptions& app) {
   gpt->activation_checkpointing = trainer.activation_checkpointing;
   accelerator.print("number of parameters: ", format_fixed(static_cast<double>(gpt->num_block_parameters()) / 1e6, 2),
                     "M");
-  auto optimizer = sg::models::create_optimizer(*gpt, config.optimizer);
+  std::unique_ptr<sg::optim::Optimizer> optimizer = sg::models::create_optimizer(*gpt, config.optimizer);
   std::shared_ptr<sg::nn::Module> model = accelerator.prepare(gpt);
+  if (app.zero && accelerator.num_processes() > 1)  // after prepare: the shards live on the group's device
+    optimizer = std::make_unique<sg::dist::ZeroRedundancyOptimizer>(std::move(optimizer));
   accelerator.prepare(*optimizer);
 
   const bool pin_memory = accelerator.device().is_cuda();
@@ -230,7 +233,8 @@ int train(const RunConfig& config, const AppOptions& app) {
       parts[1]->size(), " test sequences",
       options.mixed_precision != "no" ? ", autocast " + options.mixed_precision : "",
       gpt->activation_checkpointing ? ", activation checkpointing (each Block recomputed in backward)" : "",
-      no_snapshot_note(trainer, epochs_run), mfu.peak_note());
+      no_snapshot_note(trainer, epochs_run), mfu.peak_note(),
+      sg::dist::zero_sharding_note(*optimizer, 2));  // AdamW's two moments
 
   const sg::amp::GradScaler& scaler = accelerator.scaler();
   sg::data::MetricsLog log(accelerator.is_main_process() ? trainer.log_path : "",
@@ -383,6 +387,9 @@ int main(int argc, char** argv) {
                  "fp16 or bf16 (16 bits: half the bytes, rounded; docs/ddp.md)")
       ->check(CLI::IsMember({"no", "allreduce", "fp16", "bf16"}))
       ->capture_default_str();
+  cli.add_flag("--zero", app.zero,
+               "Under sgrun: ZeRO-1, each process keeps the optimizer state of its shard of the parameters only "
+               "(docs/ddp.md)");
   cli.add_flag("--generate", app.generate, "Sample from --snapshot instead of training");
   cli.add_option("--prompt", app.prompt, "--generate: the text to continue");
   cli.add_option("--snapshot", app.snapshot, "--generate: a snapshot train_gpt wrote")->check(CLI::ExistingFile);

@@ -14,7 +14,15 @@
 namespace sg::dist {
 
 namespace {
-constexpr const char* kOpNames[] = {"all_reduce", "broadcast", "reduce", "all_gather", "gather", "scatter", "barrier"};
+constexpr const char* kOpNames[] = {"all_reduce",
+                                    "broadcast",
+                                    "reduce",
+                                    "all_gather",
+                                    "gather",
+                                    "scatter",
+                                    "barrier",
+                                    "reduce_scatter_tensor",
+                                    "all_gather_into_tensor"};
 }  // namespace
 
 const char* CollectiveDescription::op_name() const { return kOpNames[static_cast<int>(op)]; }

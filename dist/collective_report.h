@@ -12,7 +12,17 @@ namespace sg::dist {
 
 class TcpStore;
 
-enum class CollectiveOp { all_reduce, broadcast, reduce, all_gather, gather, scatter, barrier };
+enum class CollectiveOp {
+  all_reduce,
+  broadcast,
+  reduce,
+  all_gather,
+  gather,
+  scatter,
+  barrier,
+  reduce_scatter_tensor,
+  all_gather_into_tensor
+};
 
 struct CollectiveDescription {
   CollectiveOp op = CollectiveOp::barrier;

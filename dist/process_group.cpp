@@ -38,6 +38,16 @@ void ProcessGroup::check_one_per_rank(const std::vector<Tensor>& tensors, const 
   }
 }
 
+void ProcessGroup::check_chunks(const Tensor& whole, const char* whole_name, const Tensor& chunk,
+                                const char* chunk_name, const char* op) const {
+  SG_CHECK(whole.dtype() == chunk.dtype(), type_name(), "::", op, ": ", whole_name, " is ", whole.dtype(), " but ",
+           chunk_name, " is ", chunk.dtype(), "; they must match");
+  SG_CHECK(whole.numel() == size() * chunk.numel(), type_name(), "::", op, ": ", whole_name, " ", whole.dtype(),
+           shape_str(whole.sizes()), " has ", whole.numel(), " elements but must have size() x ", chunk_name,
+           "'s = ", size(), " x ", chunk.numel(), " = ", size() * chunk.numel(), " (", chunk_name, " is ",
+           chunk.dtype(), shape_str(chunk.sizes()), ")");
+}
+
 void ProcessGroup::check_root(int root, const char* op) const {
   SG_CHECK(root >= 0 && root < size(), type_name(), "::", op, ": root ", root, " is not a rank of this group of ",
            size());
@@ -87,6 +97,21 @@ WorkPtr ProcessGroup::scatter(Tensor& output, const std::vector<Tensor>& inputs,
   check_root(root, "scatter");
   if (rank() == root) check_one_per_rank(inputs, output, "scatter", "input");
   return start_scatter(output, inputs, root);
+}
+
+WorkPtr ProcessGroup::reduce_scatter_tensor(Tensor& output, const Tensor& input, ReduceOp op) {
+  check_tensor(output, "reduce_scatter_tensor", "output");
+  check_tensor(input, "reduce_scatter_tensor", "input");
+  check_chunks(input, "input", output, "output", "reduce_scatter_tensor");
+  check_reduce_op(op, input, "reduce_scatter_tensor");
+  return start_reduce_scatter_tensor(output, input, op);
+}
+
+WorkPtr ProcessGroup::all_gather_into_tensor(Tensor& output, const Tensor& input) {
+  check_tensor(output, "all_gather_into_tensor", "output");
+  check_tensor(input, "all_gather_into_tensor", "input");
+  check_chunks(output, "output", input, "input", "all_gather_into_tensor");
+  return start_all_gather_into_tensor(output, input);
 }
 
 }  // namespace sg::dist

@@ -63,6 +63,12 @@ public:
   WorkPtr gather(std::vector<Tensor>& outputs, const Tensor& input, int root = 0);
   // Rank r receives inputs[r] of `root` into `output` (inputs is ignored on the other ranks).
   WorkPtr scatter(Tensor& output, const std::vector<Tensor>& inputs, int root = 0);
+  // The flat forms ZeRO uses (PyTorch's reduce_scatter_tensor and all_gather_into_tensor): `input`
+  // holds size() chunks of output.numel() elements, and rank r's `output` gets the reduction over
+  // the ranks of chunk r.
+  WorkPtr reduce_scatter_tensor(Tensor& output, const Tensor& input, ReduceOp op = ReduceOp::SUM);
+  // `output` holds size() chunks of input.numel() elements; chunk r gets rank r's `input`.
+  WorkPtr all_gather_into_tensor(Tensor& output, const Tensor& input);
   WorkPtr barrier() { return start_barrier(); }
 
   // Applies to collectives issued afterwards (default 30 minutes).
@@ -79,6 +85,8 @@ protected:
   virtual WorkPtr start_all_gather(std::vector<Tensor>& outputs, const Tensor& input) = 0;
   virtual WorkPtr start_gather(std::vector<Tensor>& outputs, const Tensor& input, int root) = 0;
   virtual WorkPtr start_scatter(Tensor& output, const std::vector<Tensor>& inputs, int root) = 0;
+  virtual WorkPtr start_reduce_scatter_tensor(Tensor& output, const Tensor& input, ReduceOp op) = 0;
+  virtual WorkPtr start_all_gather_into_tensor(Tensor& output, const Tensor& input) = 0;
   virtual WorkPtr start_barrier() = 0;
 
 private:
@@ -88,6 +96,9 @@ private:
   // size() tensors shaped like `like`, on this group's device, contiguous ("output 1 is ...").
   void check_one_per_rank(const std::vector<Tensor>& tensors, const Tensor& like, const char* op,
                           const char* what) const;
+  // `whole` holds size() chunks shaped like `chunk` in number of elements, of its dtype.
+  void check_chunks(const Tensor& whole, const char* whole_name, const Tensor& chunk, const char* chunk_name,
+                    const char* op) const;
 
   int rank_;
   int size_;

@@ -22,6 +22,7 @@
 #include <gloo/scatter.h>
 #include <gloo/transport/tcp/device.h>
 
+#include "core/factory.h"
 #include "core/profiler.h"
 #include "dist/environment.h"
 #include "dist/hierarchical_all_reduce.h"
@@ -307,31 +308,35 @@ void ProcessGroupGloo::check_fingerprints(int64_t sequence, const Description& d
   dist::check_fingerprints(all, size(), sequence);
 }
 
+// On the communication thread: `t` all-reduced in place, through shared memory when every rank is
+// on this machine, in three stages when the group spans machines with several ranks on one
+// (dist/hierarchical_all_reduce.h), else through Gloo's TCP.
+void ProcessGroupGloo::all_reduce_now(const Tensor& t, ReduceOp op, uint32_t tag, std::chrono::milliseconds timeout) {
+  if (t.numel() == 0) return;
+  SG_DISPATCH_ALL(t.dtype(), "all_reduce", [&]<typename T>() {
+    const auto through_gloo = [&](const std::shared_ptr<gloo::Context>& context, std::chrono::milliseconds limit) {
+      gloo_all_reduce<T>(context, t, op, tag, limit);
+      all_reduce_bytes_through_gloo_ += nbytes_of(t);
+    };
+    if (shared_memory_) {
+      shared_memory_->all_reduce(t.raw_data(), static_cast<size_t>(t.numel()), sizeof(T), reduce_function<T>(op),
+                                 timeout);
+    } else if (hierarchical_) {
+      hierarchical_->all_reduce(t.raw_data(), static_cast<size_t>(t.numel()), sizeof(T), reduce_function<T>(op),
+                                through_gloo, timeout);
+    } else {
+      through_gloo(context_, timeout);
+    }
+    if constexpr (!std::is_same_v<T, bool>)
+      if (op == ReduceOp::AVG) divide_in_place(static_cast<T*>(t.raw_data()), t.numel(), size());
+  });
+}
+
 WorkPtr ProcessGroupGloo::start_all_reduce(Tensor& tensor, ReduceOp op) {
   Tensor t = tensor;
   const std::chrono::milliseconds timeout = timeout_;
-  const int world = size();
   Description description{CollectiveOp::all_reduce, static_cast<int>(op), static_cast<int>(t.dtype()), -1, t.sizes()};
-  return enqueue(description, [this, t, op, timeout, world](uint32_t tag) {
-    if (t.numel() == 0) return;
-    SG_DISPATCH_ALL(t.dtype(), "all_reduce", [&]<typename T>() {
-      const auto through_gloo = [&](const std::shared_ptr<gloo::Context>& context, std::chrono::milliseconds limit) {
-        gloo_all_reduce<T>(context, t, op, tag, limit);
-        all_reduce_bytes_through_gloo_ += nbytes_of(t);
-      };
-      if (shared_memory_) {
-        shared_memory_->all_reduce(t.raw_data(), static_cast<size_t>(t.numel()), sizeof(T), reduce_function<T>(op),
-                                   timeout);
-      } else if (hierarchical_) {
-        hierarchical_->all_reduce(t.raw_data(), static_cast<size_t>(t.numel()), sizeof(T), reduce_function<T>(op),
-                                  through_gloo, timeout);
-      } else {
-        through_gloo(context_, timeout);
-      }
-      if constexpr (!std::is_same_v<T, bool>)
-        if (op == ReduceOp::AVG) divide_in_place(static_cast<T*>(t.raw_data()), t.numel(), world);
-    });
-  });
+  return enqueue(description, [this, t, op, timeout](uint32_t tag) { all_reduce_now(t, op, tag, timeout); });
 }
 
 WorkPtr ProcessGroupGloo::start_broadcast(Tensor& tensor, int root) {
@@ -430,6 +435,43 @@ WorkPtr ProcessGroupGloo::start_scatter(Tensor& output, const std::vector<Tensor
                    options.setTag(tag);
                    options.setTimeout(timeout);
                    gloo::scatter(options);
+                 });
+}
+
+// Note [Gloo's reduce-scatter is an all-reduce]
+// Gloo's own reduce-scatter (gloo/reduce_scatter.h) is an old-style algorithm object that takes
+// Gloo's fixed reduction functions (no bool "or", no f16 rounding as here) and the timeout its
+// pairs were connected with. So the whole input is all-reduced — through the same path as
+// all_reduce, shared memory included, so every dtype and op reduces alike — and each rank keeps
+// its chunk. That sends about twice a true reduce-scatter's bytes; on one machine, through shared
+// memory, the difference is a copy.
+WorkPtr ProcessGroupGloo::start_reduce_scatter_tensor(Tensor& output, const Tensor& input, ReduceOp op) {
+  const Tensor out = output, in = input;
+  const std::chrono::milliseconds timeout = timeout_;
+  return enqueue(
+      {CollectiveOp::reduce_scatter_tensor, static_cast<int>(op), static_cast<int>(in.dtype()), -1, in.sizes()},
+      [this, out, in, op, timeout](uint32_t tag) {
+        const size_t bytes = nbytes_of(out);
+        if (bytes == 0) return;
+        const Tensor reduced = empty({in.numel()}, {in.dtype(), Device::cpu()});
+        std::memcpy(bytes_of(reduced), bytes_of(in), nbytes_of(in));
+        all_reduce_now(reduced, op, tag, timeout);
+        std::memcpy(bytes_of(out), bytes_of(reduced) + static_cast<size_t>(rank()) * bytes, bytes);
+      });
+}
+
+WorkPtr ProcessGroupGloo::start_all_gather_into_tensor(Tensor& output, const Tensor& input) {
+  const Tensor out = output, in = input;
+  const std::chrono::milliseconds timeout = timeout_;
+  return enqueue({CollectiveOp::all_gather_into_tensor, -1, static_cast<int>(in.dtype()), -1, in.sizes()},
+                 [this, out, in, timeout](uint32_t tag) {
+                   if (in.numel() == 0) return;
+                   gloo::AllgatherOptions options(context_);
+                   options.setInput(bytes_of(in), nbytes_of(in));
+                   options.setOutput(bytes_of(out), nbytes_of(out));
+                   options.setTag(tag);
+                   options.setTimeout(timeout);
+                   gloo::allgather(options);
                  });
 }
 

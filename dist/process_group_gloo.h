@@ -64,7 +64,10 @@ private:
   WorkPtr start_all_gather(std::vector<Tensor>& outputs, const Tensor& input) override;
   WorkPtr start_gather(std::vector<Tensor>& outputs, const Tensor& input, int root) override;
   WorkPtr start_scatter(Tensor& output, const std::vector<Tensor>& inputs, int root) override;
+  WorkPtr start_reduce_scatter_tensor(Tensor& output, const Tensor& input, ReduceOp op) override;
+  WorkPtr start_all_gather_into_tensor(Tensor& output, const Tensor& input) override;
   WorkPtr start_barrier() override;
+  void all_reduce_now(const Tensor& t, ReduceOp op, uint32_t tag, std::chrono::milliseconds timeout);
 
   using Description = CollectiveDescription;
   class GlooWork;

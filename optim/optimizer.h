@@ -82,15 +82,17 @@ public:
   const ParamState* state(const Tensor& param) const;
 
   // References the live state tensors (no copies): save or copy them before stepping again.
-  OptimizerState state_dict() const;
+  // Virtual, with named_state and load_state_dict, for an optimizer that keeps only a shard of
+  // the state (dist::ZeroRedundancyOptimizer).
+  virtual OptimizerState state_dict() const;
   // The same tensors named for people: "optimizer state exp_avg of module.fc.weight", with each
   // parameter's name in `named_params` (the model's named_parameters()), or "of parameter 3" (the
   // state_dict index) for one not there. DDP's replica check names the state that differs by them.
-  nn::NamedTensors named_state(const nn::NamedTensors& named_params) const;
+  virtual nn::NamedTensors named_state(const nn::NamedTensors& named_params) const;
   // Copies `state` in (state tensors are cloned to each parameter's device). A type, group count,
   // group size, field name, tensor shape or dtype that does not match, a hyperparameter the options
   // refuse, or a step count below 1 throws, listing every problem, and leaves this optimizer unchanged.
-  void load_state_dict(const OptimizerState& state);
+  virtual void load_state_dict(const OptimizerState& state);
 
 protected:
   // What the profiler calls a step ("Adam.step"), made once so that a step not profiled builds no string.

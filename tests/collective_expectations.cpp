@@ -97,6 +97,13 @@ void check_every_collective(dist::ProcessGroup& group, Device device,
         if (rank == last)
           expect(equal_to(device, r, expected_reduction(op, dtype, n, world), tolerance),
                  std::string("reduce(") + dist::reduce_op_name(op) + ") of " + where);
+        // Chunk `rank` of the reduction of world * n elements.
+        Tensor chunk = empty({n}, {dtype, device});
+        group.reduce_scatter_tensor(chunk, rank_tensor(rank, world * n, dtype, device), op)->wait();
+        const std::vector<double> whole = expected_reduction(op, dtype, world * n, world);
+        expect(equal_to(device, chunk, std::vector<double>(whole.begin() + rank * n, whole.begin() + (rank + 1) * n),
+                        tolerance),
+               std::string("reduce_scatter_tensor(") + dist::reduce_op_name(op) + ") of " + where + " per rank");
       }
       for (int root = 0; root < world; ++root) {
         Tensor b = rank_tensor(rank, n, dtype, device);
@@ -109,6 +116,14 @@ void check_every_collective(dist::ProcessGroup& group, Device device,
       group.all_gather(gathered, rank_tensor(rank, n, dtype, device))->wait();
       for (int r = 0; r < world; ++r)
         expect(equal_to(device, gathered[r], rank_values(r, n, dtype)), "all_gather of " + where);
+      Tensor flat = empty({world * n}, {dtype, device});
+      group.all_gather_into_tensor(flat, rank_tensor(rank, n, dtype, device))->wait();
+      std::vector<double> every_rank;
+      for (int r = 0; r < world; ++r) {
+        const std::vector<double> values = rank_values(r, n, dtype);
+        every_rank.insert(every_rank.end(), values.begin(), values.end());
+      }
+      expect(equal_to(device, flat, every_rank), "all_gather_into_tensor of " + where);
       std::vector<Tensor> at_root;
       if (rank == last)
         for (int r = 0; r < world; ++r) at_root.push_back(empty({n}, {dtype, device}));

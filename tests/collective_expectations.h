@@ -24,10 +24,11 @@ std::vector<double> rank_values(int rank, int64_t n, DType dtype);
 // PRODUCT/MIN "and"; integer AVG truncates), as the backends compute it.
 std::vector<double> expected_reduction(dist::ReduceOp op, DType dtype, int64_t n, int world);
 
-// Every collective with every reduce op, on every dtype and 0, 1, 7 and 300007 elements (a count
-// no world size of 2..7 divides), then asynchronous all-reduces waited in reverse order and a
-// broadcast_coalesced of mixed dtypes; tensors on `device`. `avg_tolerance(dtype)` is how far an
-// AVG may be from the exact mean (each backend rounds its division its own way).
+// Every collective (the flat reduce_scatter_tensor and all_gather_into_tensor too) with every
+// reduce op, on every dtype and 0, 1, 7 and 300007 elements (a count no world size of 2..7
+// divides), then asynchronous all-reduces waited in reverse order and a broadcast_coalesced of
+// mixed dtypes; tensors on `device`. `avg_tolerance(dtype)` is how far an AVG may be from the
+// exact mean (each backend rounds its division its own way).
 void check_every_collective(dist::ProcessGroup& group, Device device,
                             const std::function<double(DType)>& avg_tolerance);
 

@@ -57,6 +57,38 @@ void check_across_machines(dist::ProcessGroup& group) {
            "rank " + std::to_string(r) + "'s float sum has the bits of rank " + std::to_string(group.rank()) + "'s");
 }
 
+// reduce_scatter_tensor and all_gather_into_tensor on random f32 of odd sizes, against the same
+// data moved by all_gather and summed here: every rank draws from its own seed, and every rank
+// can draw the others' inputs too.
+void check_flat_collectives_on_random_inputs(dist::ProcessGroup& group) {
+  const int world = group.size(), rank = group.rank();
+  const auto input_of = [&](int r, int64_t n) {
+    Generator generator(1000 + static_cast<uint64_t>(r) * 7919 + static_cast<uint64_t>(n));
+    return randn({world * n}, {DType::f32}, &generator);
+  };
+  for (int64_t n : {int64_t{1}, int64_t{5}, int64_t{1023}, int64_t{65537}}) {
+    Tensor sum = zeros({world * n}, {DType::f64});
+    for (int r = 0; r < world; ++r) sum = sum + input_of(r, n).to(DType::f64);
+    const Tensor my_chunk = sum.view({world, n}).select(0, rank);
+    for (dist::ReduceOp op : {dist::ReduceOp::SUM, dist::ReduceOp::AVG}) {
+      Tensor out = empty({n});
+      group.reduce_scatter_tensor(out, input_of(rank, n), op)->wait();
+      const Tensor expected = op == dist::ReduceOp::AVG ? my_chunk / static_cast<double>(world) : my_chunk;
+      // f32 sums of a few N(0, 1) values, in Gloo's order rather than this f64 one.
+      expect((out.to(DType::f64) - expected).abs().max().item() < 1e-5,
+             std::string("reduce_scatter_tensor(") + dist::reduce_op_name(op) + ") of random f32[" +
+                 std::to_string(world * n) + "]");
+    }
+    const Tensor mine = input_of(rank, n).view({world, n}).select(0, 0).contiguous();
+    Tensor flat = empty({world * n});
+    group.all_gather_into_tensor(flat, mine)->wait();
+    for (int r = 0; r < world; ++r)
+      expect(
+          (flat.view({world, n}).select(0, r) - input_of(r, n).view({world, n}).select(0, 0)).abs().max().item() == 0,
+          "all_gather_into_tensor of random f32[" + std::to_string(n) + "]: chunk " + std::to_string(r));
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -73,6 +105,7 @@ int main(int argc, char** argv) {
     if (two_machines || scenario == "across_machines") expect_path_across_machines(group);
     if (scenario == "all" || scenario == "all_shm_off_on_rank_1") {
       check_every_collective(group, Device::cpu(), gloo_avg_tolerance);
+      check_flat_collectives_on_random_inputs(group);
     } else if (scenario == "across_machines") {
       check_across_machines(group);
     } else if (scenario == "dies") {

@@ -80,6 +80,24 @@ dist::WorkPtr FakeProcessGroup::start_scatter(Tensor& output, const std::vector<
   return log("scatter", output);
 }
 
+// This rank's chunk of `input`, reduced with the other ranks' zeros.
+dist::WorkPtr FakeProcessGroup::start_reduce_scatter_tensor(Tensor& output, const Tensor& input, dist::ReduceOp op) {
+  {
+    NoGradGuard no_grad;
+    output.view({output.numel()}).copy_(input.view({size(), output.numel()}).select(0, rank()));
+  }
+  reduce_with_zeros(output, op, size());
+  return log("reduce_scatter_tensor", input, op);
+}
+
+// This rank's input in its chunk, zeros in the others'.
+dist::WorkPtr FakeProcessGroup::start_all_gather_into_tensor(Tensor& output, const Tensor& input) {
+  NoGradGuard no_grad;
+  output.zero_();
+  output.view({size(), input.numel()}).select(0, rank()).copy_(input.view({input.numel()}));
+  return log("all_gather_into_tensor", input);
+}
+
 dist::WorkPtr FakeProcessGroup::start_barrier() { return log("barrier", Tensor()); }
 
 }  // namespace sg::test

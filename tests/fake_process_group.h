@@ -13,7 +13,8 @@ namespace sg::test {
 class FakeProcessGroup final : public dist::ProcessGroup {
 public:
   // One collective as issued: its name ("all_reduce", "broadcast", ...), the reduce op where it
-  // has one, and the tensor it ran on (the input of all_gather and gather, the output of scatter).
+  // has one, and the tensor it ran on (the input of all_gather, gather and the flat collectives, the output of
+  // scatter).
   struct Call {
     std::string op;
     dist::ReduceOp reduce_op;
@@ -37,6 +38,8 @@ private:
   dist::WorkPtr start_all_gather(std::vector<Tensor>& outputs, const Tensor& input) override;
   dist::WorkPtr start_gather(std::vector<Tensor>& outputs, const Tensor& input, int root) override;
   dist::WorkPtr start_scatter(Tensor& output, const std::vector<Tensor>& inputs, int root) override;
+  dist::WorkPtr start_reduce_scatter_tensor(Tensor& output, const Tensor& input, dist::ReduceOp op) override;
+  dist::WorkPtr start_all_gather_into_tensor(Tensor& output, const Tensor& input) override;
   dist::WorkPtr start_barrier() override;
   dist::WorkPtr log(const std::string& op, const Tensor& tensor, dist::ReduceOp reduce_op = dist::ReduceOp::SUM);
 

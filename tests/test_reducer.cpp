@@ -247,3 +247,38 @@ TEST_CASE("ProcessGroup checks the arguments of every backend's collectives befo
   group.gather(one_output, ok, 1);  // the outputs matter on the root only
   CHECK(group.calls().size() == 1);
 }
+
+TEST_CASE("the flat reduce_scatter_tensor and all_gather_into_tensor check their chunk sizes and dtypes") {
+  test::FakeProcessGroup group(1, 3);
+  Tensor chunk = zeros({4});
+  Tensor whole = zeros({12}), too_short = zeros({11}), doubles = zeros({12}, {DType::f64});
+  Tensor strided = zeros({6, 2}).t();
+  CHECK_THROWS_WITH_AS(group.reduce_scatter_tensor(chunk, too_short),
+                       doctest::Contains("FakeProcessGroup::reduce_scatter_tensor: input f32[11] has 11 elements but "
+                                         "must have size() x output's = 3 x 4 = 12"),
+                       Error);
+  CHECK_THROWS_WITH_AS(group.reduce_scatter_tensor(chunk, doubles),
+                       doctest::Contains("reduce_scatter_tensor: input is f64 but output is f32; they must match"),
+                       Error);
+  CHECK_THROWS_WITH_AS(group.reduce_scatter_tensor(chunk, strided),
+                       doctest::Contains("reduce_scatter_tensor: input of shape [2, 6] must be contiguous"), Error);
+  Tensor flags = zeros({3}, {DType::boolean}), flag = zeros({1}, {DType::boolean});
+  CHECK_THROWS_WITH_AS(group.reduce_scatter_tensor(flag, flags, dist::ReduceOp::AVG),
+                       doctest::Contains("reduce_scatter_tensor: AVG is not defined for bool tensors"), Error);
+  CHECK_THROWS_WITH_AS(group.all_gather_into_tensor(too_short, chunk),
+                       doctest::Contains("FakeProcessGroup::all_gather_into_tensor: output f32[11] has 11 elements "
+                                         "but must have size() x input's = 3 x 4 = 12"),
+                       Error);
+  Tensor undefined;
+  CHECK_THROWS_WITH_AS(group.all_gather_into_tensor(whole, undefined),
+                       doctest::Contains("FakeProcessGroup::all_gather_into_tensor: input is undefined"), Error);
+  CHECK(group.calls().empty());
+
+  // Rank 1 of 3 with the others' zeros: chunk 1 of the input, and the input in slot 1.
+  const Tensor input = test::rand_input({12}).detach().to(DType::f32);
+  group.reduce_scatter_tensor(chunk, input)->wait();
+  CHECK(test::max_abs_diff(chunk, input.view({3, 4}).select(0, 1)) == 0);
+  group.all_gather_into_tensor(whole, chunk)->wait();
+  CHECK(test::max_abs_diff(whole.view({3, 4}).select(0, 1), chunk) == 0);
+  CHECK(test::max_abs_diff(whole.view({3, 4}).select(0, 0), zeros({4})) == 0);
+}

@@ -1,6 +1,7 @@
 // apps/train_cnn as a program: what it checks at start-up (flags, where it will write), a run
 // whose loss stops being finite (stopped, its snapshot kept), and a snapshot whose metadata makes
-// no sense; what --profile writes, on one process and on two; gradient accumulation's step count.
+// no sense; what --profile writes, on one process and on two; gradient accumulation's step count;
+// --zero's snapshot, resumed without --zero and back.
 #include <nlohmann/json.hpp>
 
 #include <filesystem>
@@ -247,4 +248,29 @@ TEST_CASE("train_cnn --profile on 2 processes writes one trace per rank, its all
     CHECK(test::contains(test::read_text(dir.path() + "/timeline_rank" + std::to_string(rank) + ".svg"),
                          ">collective</text>"));  // the all-reduces are in the picture's legend
   }
+}
+
+TEST_CASE("train_cnn --zero shards Adam's state over 2 processes, and its snapshot resumes without --zero and back") {
+  if (!have_fashion_mnist()) return;
+  test::TempDir dir;
+  const std::string snapshot = dir.path() + "/snapshot.safetensors";
+  const auto run = [&](int epochs, bool zero, int processes) {
+    std::vector<std::string> args = {"--train-subset",       "640",        "--test-subset", "100", "--epochs",
+                                     std::to_string(epochs), "--snapshot", snapshot};
+    if (zero) args.push_back("--zero");
+    return test::run_app(SG_TRAIN_CNN, args, processes);
+  };
+  const Run sharded = run(1, true, 2);
+  INFO(sharded.output);
+  REQUIRE(sharded.exit_code == 0);
+  CHECK(test::contains(sharded.output, "ZeRO-1 over 2 processes: optimizer state per rank "));
+  const Run plain = run(2, false, 1);  // the snapshot holds the whole state: a plain Adam loads it
+  INFO(plain.output);
+  REQUIRE(plain.exit_code == 0);
+  CHECK(test::contains(plain.output, "after epoch 1"));
+  CHECK(!test::contains(plain.output, "ZeRO-1"));
+  const Run sharded_again = run(3, true, 2);  // and each rank of a --zero run keeps its shard of it
+  INFO(sharded_again.output);
+  CHECK(sharded_again.exit_code == 0);
+  CHECK(test::contains(sharded_again.output, "after epoch 2"));
 }

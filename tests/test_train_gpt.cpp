@@ -1,7 +1,7 @@
 // apps/train_gpt as a program: its configuration errors, a short training run, a resumed run that
 // continues bit-identically, 2 processes against 1 on the combined batch, and a worker killed under
 // sgrun --max-restarts 1, a four-letter text, a diverging run stopped with its snapshot kept, and
-// gradient accumulation against one batch of the micro-batches together.
+// gradient accumulation against one batch of the micro-batches together, --zero against plain DDP.
 // Every run trains gpt-nano on a small text for speed.
 #include <cmath>
 #include <filesystem>
@@ -400,4 +400,28 @@ TEST_CASE("train_gpt stops after --max-nonfinite-steps inf or NaN losses in a ro
   CHECK(test::contains(diverged.output, "train_gpt: not writing " + snapshot + " after step 20: the model's "));
   CHECK(!test::contains(diverged.output, "--- sample"));
   CHECK(test::read_text(snapshot) == good);
+}
+
+TEST_CASE("train_gpt --zero on 2 processes trains to plain DDP's weights while each rank keeps half the state") {
+  test::TempDir dir;
+  REQUIRE(train_gpt(small_run(dir.path(), "plain", 8, 2), 2).exit_code == 0);
+  std::vector<std::string> args = small_run(dir.path(), "zero", 8, 2);
+  args.push_back("--zero");
+  const Run zero = train_gpt(args, 2);
+  INFO(zero.output);
+  REQUIRE(zero.exit_code == 0);
+  // gpt-nano's blocks are equal, so its whole parameters split evenly.
+  CHECK(test::contains(zero.output, "ZeRO-1 over 2 processes: optimizer state per rank 0.38 | 0.38 of 0.76 MB"));
+  // The same updates, computed by each parameter's owner and copied to the other rank bit for bit.
+  CHECK(weight_difference(dir.path() + "/plain.safetensors", dir.path() + "/zero.safetensors") == 0);
+  CHECK(eval_losses(dir.path() + "/plain.csv") == eval_losses(dir.path() + "/zero.csv"));
+  // The snapshot holds the whole AdamW state, gathered on rank 0: plain DDP's, key for key.
+  const SafetensorsFile plain = load_safetensors(dir.path() + "/plain.safetensors");
+  const SafetensorsFile sharded = load_safetensors(dir.path() + "/zero.safetensors");
+  CHECK(plain.tensors.size() == sharded.tensors.size());
+  for (const auto& [name, tensor] : plain.tensors) {
+    CAPTURE(name);
+    REQUIRE(sharded.tensors.count(name) == 1);
+    CHECK(test::max_abs_diff(tensor, sharded.tensors.at(name)) == 0);
+  }
 }

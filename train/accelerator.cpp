@@ -18,6 +18,7 @@
 #include "dist/dist.h"
 #include "dist/environment.h"
 #include "dist/sync_batchnorm.h"
+#include "dist/zero_redundancy_optimizer.h"
 #include "optim/clip_grad.h"
 #include "train/run_settings.h"
 
@@ -110,6 +111,13 @@ constexpr const char* kReservedKeys[] = {"scheduler", "rng", "grad_scaler", "loa
 // place), the optimizer's state is kept by reference (loading replaces its tensors rather than
 // writing into them), the rest are a few numbers. The loader positions come last and
 // LoaderTracker::resume checks all of them before it changes any, so they need no copy.
+// What restore() puts back: for a ZeRO optimizer, this rank's shard (its state_dict() is the
+// whole state, gathered onto one rank, which only save_state asks for).
+optim::OptimizerState state_to_restore(const optim::Optimizer& optimizer) {
+  if (const auto* zero = dynamic_cast<const ZeroRedundancyOptimizer*>(&optimizer)) return zero->local_state_dict();
+  return optimizer.state_dict();
+}
+
 class StateBeforeLoad {
 public:
   StateBeforeLoad(nn::Module& model, optim::Optimizer* optimizer, optim::LRScheduler* scheduler,
@@ -122,7 +130,7 @@ public:
         scaler_state_(scaler.state_dict()),
         seed_(default_generator().seed()),
         offset_(default_generator().offset()) {
-    if (optimizer_ != nullptr) optimizer_state_ = optimizer_->state_dict();
+    if (optimizer_ != nullptr) optimizer_state_ = state_to_restore(*optimizer_);
     if (scheduler_ != nullptr) scheduler_state_ = scheduler_->state_dict();
   }
 
@@ -585,6 +593,9 @@ void Accelerator::save_state(const std::string& path, nn::Module& model, optim::
   auto* ddp = dynamic_cast<DistributedDataParallel*>(&model);
   if (ddp != nullptr && ddp->options().check_replicas_every > 0)
     ddp->check_replicas(optimizer_ != nullptr ? optimizer_->named_state(ddp->named_parameters()) : nn::NamedTensors{});
+  // A ZeRO optimizer's shards travel to the main process first (a collective), so that the
+  // snapshot holds the whole state, as a plain optimizer's, and loads into either.
+  if (auto* zero = dynamic_cast<ZeroRedundancyOptimizer*>(optimizer_)) zero->consolidate_state_dict(0);
   if (is_main_process()) optim::save_checkpoint(path, unwrap_model(model), optimizer_, metadata);
   wait_for_everyone();
 }

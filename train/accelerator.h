@@ -281,7 +281,8 @@ public:
   // leaves the previous snapshot whole (docs/decisions.md). When the model's DDP has
   // check_replicas_every set, the ranks first compare their replicas, the optimizer's state
   // included (DistributedDataParallel::check_replicas): a snapshot of one of several diverged
-  // models is refused on every rank.
+  // models is refused on every rank. A dist::ZeroRedundancyOptimizer's shards are gathered on the
+  // main process first, so the snapshot holds the whole state, as a plain optimizer's.
   void save_state(const std::string& path, nn::Module& model, optim::Metadata metadata = {});
   // Restores what save_state wrote, on every process; returns the caller's metadata. A loader
   // saved in the middle of an epoch (prepare the same loaders first) resumes there: its next

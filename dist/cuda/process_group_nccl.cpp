@@ -104,6 +104,8 @@ private:
   WorkPtr start_all_gather(std::vector<Tensor>& outputs, const Tensor& input) override;
   WorkPtr start_gather(std::vector<Tensor>& outputs, const Tensor& input, int root) override;
   WorkPtr start_scatter(Tensor& output, const std::vector<Tensor>& inputs, int root) override;
+  WorkPtr start_reduce_scatter_tensor(Tensor& output, const Tensor& input, ReduceOp op) override;
+  WorkPtr start_all_gather_into_tensor(Tensor& output, const Tensor& input) override;
   WorkPtr start_barrier() override;
 
   class NcclWork;
@@ -469,6 +471,27 @@ WorkPtr ProcessGroupNCCL::start_scatter(Tensor& output, const std::vector<Tensor
             SG_NCCL_CHECK(ncclSend(inputs[static_cast<size_t>(r)].raw_data(), bytes, ncclUint8, r, comm_, stream_));
         SG_NCCL_CHECK(ncclGroupEnd());
       });
+}
+
+WorkPtr ProcessGroupNCCL::start_reduce_scatter_tensor(Tensor& output, const Tensor& input, ReduceOp op) {
+  const Tensor out = output, in = input;
+  return launch(
+      {CollectiveOp::reduce_scatter_tensor, static_cast<int>(op), static_cast<int>(in.dtype()), -1, in.sizes()},
+      {out, in}, [&] {
+        if (out.numel() == 0) return;
+        SG_NCCL_CHECK(ncclReduceScatter(in.raw_data(), out.raw_data(), static_cast<size_t>(out.numel()),
+                                        nccl_dtype(in.dtype()), nccl_op(op, in.dtype()), comm_, stream_));
+      });
+}
+
+WorkPtr ProcessGroupNCCL::start_all_gather_into_tensor(Tensor& output, const Tensor& input) {
+  const Tensor out = output, in = input;
+  return launch({CollectiveOp::all_gather_into_tensor, -1, static_cast<int>(in.dtype()), -1, in.sizes()}, {out, in},
+                [&] {
+                  if (in.numel() == 0) return;
+                  SG_NCCL_CHECK(ncclAllGather(in.raw_data(), out.raw_data(), static_cast<size_t>(in.numel()),
+                                              nccl_dtype(in.dtype()), comm_, stream_));
+                });
 }
 
 // An all-reduce of one byte whose value nobody reads; its wait() blocks the host.

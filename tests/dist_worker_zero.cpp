@@ -1,0 +1,210 @@
+// One rank of tests/test_zero_redundancy_optimizer.cpp. Usage: dist_worker_zero <scenario> [file]
+//   adamw, sgd        ZeRO-1 beside plain DDP for 20 steps (clipped, on a StepLR schedule): the same
+//                     parameters, each rank holding only its shard of the state; then the state
+//                     dicts both ways (ZeRO -> plain on rank 0, plain -> ZeRO and 5 more steps)
+//   partition         the owners of parameters of 10, 40, 30, 20 and 5 elements
+//   different_models  rank 1's parameters differ: every rank refuses
+//   accelerator FILE  Accelerator::save_state of a ZeRO optimizer into FILE, loaded back by
+//                     load_state and, on rank 0, into a plain AdamW by optim::load_checkpoint
+// Exit codes: 0 all checks passed, 1 a result was wrong (printed), 3 an sg::Error (printed).
+#include <functional>
+#include <iostream>
+#include <memory>
+#include <string>
+
+#include "collective_expectations.h"  // defines: expect, failures
+#include "ddp_scenarios.h"
+#include "syncgrad.h"
+
+using namespace sg;
+using test::collectives::expect;
+using test::collectives::failures;
+
+namespace {
+
+using MakeOptimizer = std::function<std::unique_ptr<optim::Optimizer>(const TensorList&)>;
+
+MakeOptimizer optimizer_for(const std::string& scenario) {
+  if (scenario == "sgd")
+    return [](const TensorList& params) {
+      return std::make_unique<optim::SGD>(params, optim::SGDOptions{.lr = 0.05, .momentum = 0.9});
+    };
+  return [](const TensorList& params) {
+    return std::make_unique<optim::AdamW>(params, optim::AdamWOptions{.lr = 1e-2, .weight_decay = 0.1});
+  };
+}
+
+// forward + backward of `model` on this rank's rows of global batch `step`.
+void backward_on_batch(nn::Module& model, int step) {
+  const auto [x, y] = test::ddp::batch(step);
+  const auto [begin, end] = test::ddp::shard(dist::get_rank(), dist::get_world_size(), test::ddp::kGlobalBatch);
+  nn::functional::mse_loss(model(x.narrow(0, begin, end - begin)), y.narrow(0, begin, end - begin)).backward();
+}
+
+// One training step as the apps take it: clipped to a global norm small enough to clip.
+void train_step(nn::Module& model, optim::Optimizer& optimizer, optim::LRScheduler& scheduler, int step) {
+  optimizer.zero_grad();
+  backward_on_batch(model, step);
+  optim::clip_grad_norm_(model.parameters(), 0.5);
+  optimizer.step();
+  scheduler.step();
+}
+
+double largest_difference(const TensorList& a, const TensorList& b) {
+  double largest = 0;
+  for (size_t i = 0; i < a.size(); ++i) largest = std::max(largest, (a[i] - b[i]).abs().max().item());
+  return largest;
+}
+
+int64_t state_bytes(const optim::OptimizerState& state) {
+  int64_t bytes = 0;
+  for (const auto& [key, tensor] : state.tensors) bytes += tensor.numel() * static_cast<int64_t>(tensor.element_size());
+  return bytes;
+}
+
+// Every key of `expected` in `got` with the same values (f32 state: equal within 1e-6), and no other.
+void expect_same_state(const optim::OptimizerState& got, const optim::OptimizerState& expected,
+                       const std::string& what) {
+  expect(
+      got.type == expected.type && got.param_groups == expected.param_groups && got.group_sizes == expected.group_sizes,
+      what + ": type and param groups");
+  expect(got.tensors.size() == expected.tensors.size(), what + ": " + std::to_string(got.tensors.size()) +
+                                                            " state tensors, expected " +
+                                                            std::to_string(expected.tensors.size()));
+  for (const auto& [key, tensor] : expected.tensors) {
+    const auto it = got.tensors.find(key);
+    expect(it != got.tensors.end() && (it->second.to(DType::f64) - tensor.to(DType::f64)).abs().max().item() <= 1e-6,
+           what + ": " + key);
+  }
+}
+
+void zero_beside_plain_ddp(const std::string& scenario) {
+  const int rank = dist::get_rank(), world = dist::get_world_size();
+  const MakeOptimizer make = optimizer_for(scenario);
+  auto plain_model = std::make_shared<dist::DistributedDataParallel>(test::ddp::make_mlp(7));
+  auto zero_model = std::make_shared<dist::DistributedDataParallel>(test::ddp::make_mlp(7));
+  const auto plain = make(plain_model->parameters());
+  dist::ZeroRedundancyOptimizer zero(make(zero_model->parameters()));
+  optim::StepLR plain_schedule(*plain, 5, 0.5), zero_schedule(zero, 5, 0.5);
+  for (int step = 0; step < 20; ++step) {
+    train_step(*plain_model, *plain, plain_schedule, step);
+    train_step(*zero_model, zero, zero_schedule, step);
+  }
+  // The same arithmetic on the same gradients, the result copied bit for bit: 1e-6 is room only.
+  const double difference = largest_difference(zero_model->parameters(), plain_model->parameters());
+  expect(difference <= 1e-6, "parameters after 20 steps differ from plain DDP's by " + std::to_string(difference));
+  expect(zero.lr(0) == plain->lr(0), "the schedule's lr reached the wrapped optimizer");
+
+  // Each rank holds exactly its shard's state, and the shards add up to the plain optimizer's.
+  const TensorList params = zero.all_params();
+  int64_t total = 0, largest = 0, owned = 0;
+  for (size_t i = 0; i < params.size(); ++i) {
+    total += params[i].numel();
+    largest = std::max(largest, params[i].numel());
+    owned += zero.owner(i) == rank ? 1 : 0;
+  }
+  expect(zero.total_numel() == total, "the shards cover every parameter element once");
+  expect(zero.shard_numel(rank) <= total / world + largest, "a shard at most 1/N plus one parameter");
+  const int64_t per_element = scenario == "sgd" ? 4 : 8;    // momentum, or Adam's two moments, in f32
+  const int64_t per_parameter = scenario == "sgd" ? 0 : 8;  // Adam's step count, an i64
+  expect(zero.local_state_bytes() == zero.shard_numel(rank) * per_element + owned * per_parameter,
+         "this rank's state is its shard's: " + std::to_string(zero.local_state_bytes()) + " bytes");
+  Tensor all_ranks = full({1}, static_cast<double>(zero.local_state_bytes()), {DType::i64});
+  dist::all_reduce(all_ranks);
+  expect(all_ranks.item<int64_t>() == state_bytes(plain->state_dict()), "the shards add up to the plain state");
+  expect(zero.local_state_bytes() < state_bytes(plain->state_dict()), "less state than the plain optimizer");
+
+  // ZeRO -> plain: the consolidated state on rank 0 equals plain DDP's and loads into a plain one.
+  zero.consolidate_state_dict(0);
+  if (rank == 0) {
+    const optim::OptimizerState whole = zero.state_dict();
+    expect_same_state(whole, plain->state_dict(), "consolidated state");
+    const auto fresh = make(test::ddp::make_mlp(7)->parameters());
+    fresh->load_state_dict(whole);
+    expect_same_state(fresh->state_dict(), plain->state_dict(), "a plain optimizer loaded from it");
+  } else {
+    bool refused = false;
+    try {
+      zero.state_dict();
+    } catch (const Error&) {
+      refused = true;
+    }
+    expect(refused, "state_dict() on a rank that did not receive the consolidated state throws");
+  }
+
+  // plain -> ZeRO: a fresh ZeRO optimizer loads plain DDP's state, keeps its shard, and goes on alike.
+  auto resumed_model = std::make_shared<dist::DistributedDataParallel>(test::ddp::make_mlp(7));
+  resumed_model->module().load_state_dict(plain_model->module().state_dict());
+  dist::ZeroRedundancyOptimizer resumed(make(resumed_model->parameters()));
+  resumed.load_state_dict(plain->state_dict());
+  expect(resumed.local_state_bytes() == zero.local_state_bytes(), "a loaded state keeps this rank's shard only");
+  optim::StepLR resumed_schedule(resumed, 5, 0.5);
+  resumed_schedule.load_state_dict(plain_schedule.state_dict());
+  for (int step = 20; step < 25; ++step) {
+    train_step(*plain_model, *plain, plain_schedule, step);
+    train_step(*resumed_model, resumed, resumed_schedule, step);
+  }
+  const double after_resume = largest_difference(resumed_model->parameters(), plain_model->parameters());
+  expect(after_resume <= 1e-6,
+         "5 steps after loading plain DDP's state, parameters differ by " + std::to_string(after_resume));
+}
+
+void partition() {
+  TensorList params;
+  for (int64_t numel : {10, 40, 30, 20, 5}) params.push_back(randn({numel}).requires_grad_());
+  dist::ZeroRedundancyOptimizer zero(std::make_unique<optim::SGD>(params));
+  std::string owners;
+  for (size_t i = 0; i < params.size(); ++i) owners += std::to_string(zero.owner(i));
+  std::cout << "owners " << owners << "\n";
+}
+
+void different_models() {
+  auto model = test::ddp::make_mlp(7);
+  if (dist::get_rank() == 1) model = test::ddp::make_linear_batch_norm();
+  dist::ZeroRedundancyOptimizer zero(std::make_unique<optim::AdamW>(model->parameters()));
+}
+
+void accelerator_snapshot(const std::string& path) {
+  dist::Accelerator accelerator;
+  auto model = accelerator.prepare(test::ddp::make_mlp(7));
+  dist::ZeroRedundancyOptimizer zero(std::make_unique<optim::AdamW>(model->parameters()));
+  accelerator.prepare(zero);
+  for (int step = 0; step < 3; ++step) {
+    zero.zero_grad();
+    backward_on_batch(*model, step);
+    accelerator.step(zero);
+  }
+  const int64_t shard_bytes = zero.local_state_bytes();
+  accelerator.save_state(path, *model);
+  accelerator.load_state(path, *model);
+  expect(zero.local_state_bytes() == shard_bytes, "load_state restores this rank's shard");
+  zero.consolidate_state_dict(0);
+  if (dist::get_rank() == 0) {
+    auto plain_model = test::ddp::make_mlp(1);
+    optim::AdamW plain(plain_model->parameters());
+    optim::load_checkpoint(path, *plain_model, &plain);
+    expect_same_state(plain.state_dict(), zero.state_dict(), "the snapshot loaded into a plain AdamW");
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const std::string scenario = argc > 1 ? argv[1] : "";
+  try {
+    dist::init_process_group();
+    if (scenario == "adamw" || scenario == "sgd") zero_beside_plain_ddp(scenario);
+    else if (scenario == "partition") partition();
+    else if (scenario == "different_models") different_models();
+    else if (scenario == "accelerator" && argc > 2) accelerator_snapshot(argv[2]);
+    else {
+      std::cout << "unknown scenario " << scenario << "\n";
+      return 2;
+    }
+    dist::destroy_process_group();
+  } catch (const std::exception& e) {
+    std::cout << "rank " << dist::get_rank() << ": " << e.what() << "\n";
+    return 3;
+  }
+  return failures == 0 ? 0 : 1;
+}
