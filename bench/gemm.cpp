@@ -1,5 +1,6 @@
-// GEMM throughput: syncgrad's matmul (public API) against the BLAS kernel it chose for this CPU
-// called directly (core/cpu/blas.h), against Eigen's own product and, when Debian's BLIS is
+// GEMM throughput: syncgrad's matmul (public API) against the libraries it chooses from called
+// directly — OpenBLAS with the kernel chosen for this CPU and oneDNN's sgemm (core/cpu/blas.h,
+// Note [The f32 GEMM library]) — against Eigen's own product and, when Debian's BLIS is
 // installed (libblis4-openmp), against BLIS's — f32 C = A B on square sizes and on the shapes of
 // gpt-mini's linear layers, on 1 and 2 threads, all measured in one run and interleaved so that
 // load from other processes hits every implementation alike. Prints a table, then one JSON object
@@ -24,7 +25,8 @@
 #include <string>
 #include <vector>
 
-#include <cblas.h>  // declares: cblas_sgemm (BLIS's is looked up with dlsym)
+#include <cblas.h>             // declares: cblas_sgemm (BLIS's is looked up with dlsym)
+#include <oneapi/dnnl/dnnl.h>  // declares: dnnl_sgemm
 
 #include "core/cpu/blas.h"  // defines: blas_sgemm, blas_description
 #include "parse_list.h"
@@ -194,7 +196,7 @@ int main(int argc, char** argv) {
   std::printf("f32 C = A B, M x N x K, median of %d samples; GFLOP/s = 2 M N K / seconds\n", kSamples);
   std::printf("load average (1 min) at start: %s\n\n", load_average().c_str());
 
-  std::vector<std::string> impls{"syncgrad", "openblas", "eigen"};
+  std::vector<std::string> impls{"syncgrad", "openblas", "onednn", "eigen"};
   if (blis.sgemm != nullptr) impls.push_back("blis");
   std::vector<Result> results;
   for (int threads : thread_counts) {
@@ -211,8 +213,9 @@ int main(int argc, char** argv) {
       const float* pb = b.data_ptr<float>();
       std::map<std::string, Timer> timers;
       timers["openblas"].fn = [&] {
-        sg::cpu::blas_sgemm(false, false, m, n, k, 1.0f, pa, k, pb, n, 0.0f, c.data(), n);
+        sg::cpu::openblas_sgemm(false, false, m, n, k, 1.0f, pa, k, pb, n, 0.0f, c.data(), n);
       };
+      timers["onednn"].fn = [&] { dnnl_sgemm('N', 'N', m, n, k, 1.0f, pa, k, pb, n, 0.0f, c.data(), n); };
       timers["syncgrad"].fn = [&] { sg::matmul(a, b); };
       timers["eigen"].fn = [&] { ec.noalias() = ea * eb; };
       if (blis.sgemm != nullptr)

@@ -83,6 +83,19 @@ TEST_CASE("OpenBLAS's AVX-512 kernels are asked for exactly when the CPU has the
   CHECK(cpu::openblas_core_for({}).empty());
 }
 
+TEST_CASE("f32 GEMM runs on oneDNN exactly when the CPU has the AVX-512 subsets, unless SG_BLAS names a library") {
+  REQUIRE(std::getenv("SG_BLAS") == nullptr);
+  const cpu::CpuFeatures all{true, true, true, true};
+  CHECK(cpu::f32_gemm_library_for(all) == cpu::F32GemmLibrary::onednn);
+  CHECK(cpu::f32_gemm_library_for({true, true, true, false}) == cpu::F32GemmLibrary::openblas);
+  CHECK(cpu::f32_gemm_library_for({}) == cpu::F32GemmLibrary::openblas);
+  ::setenv("SG_BLAS", "openblas", 1);
+  CHECK(cpu::f32_gemm_library_for(all) == cpu::F32GemmLibrary::openblas);
+  ::setenv("SG_BLAS", "onednn", 1);
+  CHECK(cpu::f32_gemm_library_for({}) == cpu::F32GemmLibrary::onednn);
+  ::unsetenv("SG_BLAS");
+}
+
 TEST_CASE("the products are the same whatever kernels run them, and the description says which ran") {
   const ProbeRun chosen = run_probe({});
   REQUIRE(chosen.exit_code == 0);
@@ -92,19 +105,28 @@ TEST_CASE("the products are the same whatever kernels run them, and the descript
   CHECK(test::contains(chosen.description, "OpenBLAS"));
   if (!cpu::openblas_core_for(cpu::cpu_features()).empty())
     CHECK(test::contains(chosen.description, "core SkylakeX (chosen by syncgrad"));
+  const bool onednn = cpu::f32_gemm_library_for(cpu::cpu_features()) == cpu::F32GemmLibrary::onednn;
+  CHECK(test::contains(chosen.description, onednn ? "f32: oneDNN " : "f32 and f64: OpenBLAS"));
 
-  // Every kernel this CPU can run, forced by the user, and Eigen's product: within f32 rounding
-  // (sums of up to 257 products of N(0, 1) values: |error| well under 1e-3) and f64 rounding.
-  std::vector<std::vector<std::string>> choices = {{"SG_BLAS=eigen"}, {"OPENBLAS_CORETYPE=Nehalem"}};
-  if (__builtin_cpu_supports("avx")) choices.push_back({"OPENBLAS_CORETYPE=Sandybridge"});
-  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) choices.push_back({"OPENBLAS_CORETYPE=Haswell"});
+  // Every kernel this CPU can run, forced by the user (OpenBLAS's with f32 on OpenBLAS too), and Eigen's product:
+  // within f32 rounding (sums of up to 257 products of N(0, 1) values: |error| well under 1e-3) and f64 rounding.
+  std::vector<std::vector<std::string>> choices = {
+      {"SG_BLAS=eigen"}, {"SG_BLAS=openblas"}, {"SG_BLAS=onednn"}, {"OPENBLAS_CORETYPE=Nehalem", "SG_BLAS=openblas"}};
+  if (__builtin_cpu_supports("avx")) choices.push_back({"OPENBLAS_CORETYPE=Sandybridge", "SG_BLAS=openblas"});
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+    choices.push_back({"OPENBLAS_CORETYPE=Haswell", "SG_BLAS=openblas"});
   for (const auto& env : choices) {
     const ProbeRun other = run_probe(env);
     INFO(env[0], ": ", other.description);
     REQUIRE(other.exit_code == 0);
     REQUIRE(other.values.size() == chosen.values.size());
-    if (env[0].starts_with("SG_BLAS")) {
+    if (env[0] == "SG_BLAS=eigen") {
       CHECK(test::contains(other.description, "eigen"));
+    } else if (env[0] == "SG_BLAS=openblas") {
+      CHECK(test::contains(other.description, "f32 and f64: OpenBLAS"));
+    } else if (env[0] == "SG_BLAS=onednn") {
+      CHECK(test::contains(other.description, "f32: oneDNN "));
+      CHECK(test::contains(other.description, "(SG_BLAS=onednn set by the user); f64: OpenBLAS"));
     } else {
       CHECK(test::contains(other.description, "core " + env[0].substr(env[0].find('=') + 1) + " (OPENBLAS_CORETYPE="));
     }

@@ -6,8 +6,8 @@
 // for the backward, which recomputes each block's probabilities from it. Key blocks wholly above
 // the causal diagonal are never touched.
 //
-// The GEMMs are OpenBLAS's (cpu::blas_sgemm / blas_dgemm on 64 x 64 blocks: measured 3.5-4.5x faster
-// than the plain loop below, which runs only where OpenBLAS is not available; docs/performance.md).
+// The GEMMs are the BLAS library's (cpu::blas_sgemm / blas_dgemm on 64 x 64 blocks: measured 3.5-4.5x
+// faster than the plain loop below, which runs only where OpenBLAS is not available; docs/performance.md).
 // 16-bit inputs are widened to f32 one block at a time, and f32 / f64 blocks are handed to BLAS
 // where they lie, through their strides. Work runs in parallel over (batch entry, query block) in
 // the forward and over batch entries in the backward, where each entry owns its gradients (no

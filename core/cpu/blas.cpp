@@ -4,8 +4,12 @@
 #include <cblas.h>  // declares: cblas_sgemm, cblas_dgemm, openblas_get_corename (called through dlsym)
 #include <dlfcn.h>
 
+#include <oneapi/dnnl/dnnl.h>  // declares: dnnl_sgemm, dnnl_version
+
 #include <cstdlib>
 #include <mutex>
+
+#include "core/error.h"
 
 namespace sg::cpu {
 
@@ -27,13 +31,32 @@ std::string openblas_core_for(const CpuFeatures& features) {
   return "";
 }
 
+F32GemmLibrary f32_gemm_library_for(const CpuFeatures& features) {
+  if (const char* choice = std::getenv("SG_BLAS")) {
+    if (std::string(choice) == "openblas") return F32GemmLibrary::openblas;
+    if (std::string(choice) == "onednn") return F32GemmLibrary::onednn;
+  }
+  return features.avx512f && features.avx512bw && features.avx512vl && features.avx512dq ? F32GemmLibrary::onednn
+                                                                                         : F32GemmLibrary::openblas;
+}
+
 namespace {
 
 struct LoadedBlas {
   decltype(&cblas_sgemm) sgemm = nullptr;
   decltype(&cblas_dgemm) dgemm = nullptr;
+  bool f32_on_onednn = false;
   std::string description;
 };
+
+// "oneDNN 3.0.0 sgemm (...)": the f32 half of the description, when oneDNN runs it.
+std::string onednn_description() {
+  const dnnl_version_t* version = dnnl_version();
+  const char* why =
+      std::getenv("SG_BLAS") ? "SG_BLAS=onednn set by the user" : "chosen by syncgrad for this CPU's AVX-512";
+  return "oneDNN " + std::to_string(version->major) + "." + std::to_string(version->minor) + "." +
+         std::to_string(version->patch) + " sgemm (" + why + ")";
+}
 
 LoadedBlas load_blas() {
   LoadedBlas blas;
@@ -70,6 +93,9 @@ LoadedBlas load_blas() {
   }
   blas.description =
       std::string(config ? config() : "OpenBLAS") + ", core " + (corename ? corename() : "?") + " (" + how + ")";
+  blas.f32_on_onednn = f32_gemm_library_for(cpu_features()) == F32GemmLibrary::onednn;
+  blas.description = blas.f32_on_onednn ? "f32: " + onednn_description() + "; f64: " + blas.description
+                                        : "f32 and f64: " + blas.description;
   return blas;
 }
 
@@ -88,6 +114,19 @@ std::string blas_description() { return loaded_blas().description; }
 
 void blas_sgemm(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const float* a, int lda, const float* b,
                 int ldb, float beta, float* c, int ldc) {
+  if (loaded_blas().f32_on_onednn) {
+    // Row-major, as ours; oneDNN runs on the same OpenMP pool (one thread inside a parallel region).
+    const dnnl_status_t status =
+        dnnl_sgemm(trans_a ? 'T' : 'N', trans_b ? 'T' : 'N', m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    SG_CHECK(status == dnnl_success, "gemm: oneDNN's sgemm failed (status ", static_cast<int>(status), ") for m ", m,
+             ", n ", n, ", k ", k, ", lda ", lda, ", ldb ", ldb, ", ldc ", ldc);
+    return;
+  }
+  openblas_sgemm(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+
+void openblas_sgemm(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const float* a, int lda,
+                    const float* b, int ldb, float beta, float* c, int ldc) {
   loaded_blas().sgemm(CblasRowMajor, transpose_flag(trans_a), transpose_flag(trans_b), m, n, k, alpha, a, lda, b, ldb,
                       beta, c, ldc);
 }

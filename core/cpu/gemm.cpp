@@ -1,6 +1,7 @@
-// The CPU GEMM. f32 and f64 call OpenBLAS with the kernels chosen for this CPU (core/cpu/blas.h;
-// docs/performance.md measures why OpenBLAS and not Eigen); f16 and bf16 are computed in f32 and
-// rounded once; integers, and every dtype where OpenBLAS is not available, use Eigen's product.
+// The CPU GEMM. f32 calls oneDNN's sgemm on CPUs with AVX-512 and OpenBLAS elsewhere, f64 calls
+// OpenBLAS, with the kernels chosen for this CPU (core/cpu/blas.h; docs/performance.md measures why
+// these and not Eigen); f16 and bf16 are computed in f32 and rounded once; integers, and every dtype
+// where OpenBLAS is not available, use Eigen's product.
 #include <Eigen/Core>  // defines: Eigen::Map, Eigen::Matrix, Eigen::Stride
 
 #include <algorithm>
