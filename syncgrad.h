@@ -72,10 +72,10 @@
 #include "optim/adam.h"              // defines: Adam, AdamW
 #include "optim/checkpoint.h"        // defines: save_checkpoint, load_checkpoint
 #include "optim/clip_grad.h"         // defines: clip_grad_norm_, clip_grad_value_
-#include "optim/fine_tuning_weights.h"  // defines: load_fine_tuning_weights
-#include "optim/lr_scheduler.h"         // defines: StepLR, CosineAnnealingLR, LambdaLR, WarmupCosineLR
-#include "optim/sgd.h"                  // defines: SGD
-#include "train/accelerator.h"          // defines: dist::Accelerator
-#include "train/trainer.h"              // defines: dist::Trainer, TrainingArguments, TrainerCallback
-
-#include "dist/zero_redundancy_optimizer.h"  // defines: dist::ZeroRedundancyOptimizer (ZeRO-1)
+#include "optim/fine_tuning_weights.h"        // defines: load_fine_tuning_weights
+#include "optim/lr_scheduler.h"               // defines: StepLR, CosineAnnealingLR, LambdaLR, WarmupCosineLR
+#include "optim/sgd.h"                        // defines: SGD
+#include "train/accelerator.h"                // defines: dist::Accelerator
+#include "train/trainer.h"                    // defines: dist::Trainer, TrainingArguments, TrainerCallback
+#include "train/virtual_ranks.h"              // defines: dist::VirtualRanks
+#include "train/zero_redundancy_optimizer.h"  // defines: dist::ZeroRedundancyOptimizer (ZeRO-1)

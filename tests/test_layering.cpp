@@ -8,7 +8,6 @@
 // given to it from train/). Inside core, the CUDA runtime (core/cuda_runtime/: device, allocator, stream, event, below
 // Storage) includes no kernel layer, and the CUDA kernels (core/cuda/) are reached only through
 // the dispatch of core/kernels/. The library never includes syncgrad.h, the header for programs.
-// One dist/ file is an optimizer itself and includes optim/: ZeRO's, dist/zero_redundancy_optimizer.*.
 #include <doctest/doctest.h>
 
 #include <filesystem>
@@ -65,11 +64,6 @@ bool may_include_cuda_header(const std::string& file, const std::string& header)
          header == path.stem().string() + "_kernels.h";
 }
 
-// ZeRO-1 shards an optimizer's state over a process group: the one dist/ file that knows optim/.
-bool is_zero_including_optim(const std::string& file, const std::string& included_layer) {
-  return included_layer == "optim" && file.starts_with("dist/zero_redundancy_optimizer.");
-}
-
 }  // namespace
 
 TEST_CASE("no library file includes a header of a higher layer") {
@@ -85,7 +79,7 @@ TEST_CASE("no library file includes a header of a higher layer") {
       if (layer != "apps" && line.find("#include \"syncgrad.h\"") != std::string::npos)
         violations += where + ": includes syncgrad.h, the header for programs\n";
       else if (std::regex_search(line, match, include_line) && kMayInclude.contains(match[1]) &&
-               !allowed.contains(match[1]) && !is_zero_including_optim(file, match[1]))
+               !allowed.contains(match[1]))
         violations += where + ": " + layer + "/ includes " + std::string(match[1]) + "/, a higher layer\n";
     });
   }

@@ -18,7 +18,7 @@
 #include "dist/dist.h"
 #include "dist/environment.h"
 #include "dist/sync_batchnorm.h"
-#include "dist/zero_redundancy_optimizer.h"
+#include "train/zero_redundancy_optimizer.h"
 #include "optim/clip_grad.h"
 #include "train/run_settings.h"
 

@@ -1,4 +1,4 @@
-#include "dist/zero_redundancy_optimizer.h"
+#include "train/zero_redundancy_optimizer.h"
 
 #include <algorithm>
 #include <numeric>
