@@ -18,9 +18,9 @@
 #include "dist/dist.h"
 #include "dist/environment.h"
 #include "dist/sync_batchnorm.h"
-#include "train/zero_redundancy_optimizer.h"
 #include "optim/clip_grad.h"
 #include "train/run_settings.h"
+#include "train/zero_redundancy_optimizer.h"
 
 namespace sg::dist {
 
