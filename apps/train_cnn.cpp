@@ -14,6 +14,7 @@
 #include <memory>
 #include <string>
 
+#include "apps/ddp_flags.h"
 #include "apps/step_snapshot_flags.h"
 #include "core/atomic_file.h"
 #include "data/dataloader.h"
@@ -344,17 +345,9 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_flag("--sync-bn", config.sync_bn,
                "Under sgrun: BatchNorm statistics over all processes' batches (SyncBatchNorm)");
-  app.add_option("--bucket-mb", config.bucket_mb, "Under sgrun: DDP's gradient bucket size in MB")
-      ->check(CLI::PositiveNumber)
-      ->capture_default_str();
-  app.add_option("--comm-hook", config.comm_hook,
-                 "Under sgrun: how DDP sends gradients: no (its f32 average), allreduce (the same, as a hook), "
-                 "fp16 or bf16 (16 bits: half the bytes, rounded; docs/ddp.md)")
-      ->check(CLI::IsMember({"no", "allreduce", "fp16", "bf16"}))
-      ->capture_default_str();
-  app.add_flag("--zero", config.zero,
-               "Under sgrun: ZeRO-1, each process keeps the optimizer state of its shard of the parameters only "
-               "(docs/ddp.md)");
+  add_bucket_mb_option(app, config.bucket_mb);
+  add_comm_hook_option(app, config.comm_hook);
+  add_zero_flag(app, config.zero);
   app.add_option(
          "--check-replicas-every", config.check_replicas_every,
          "Under sgrun: every N steps, and before --save and --snapshot write, compare the processes' weights, buffers "

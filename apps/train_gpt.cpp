@@ -26,6 +26,7 @@
 #include <string>
 #include <vector>
 
+#include "apps/ddp_flags.h"
 #include "apps/gpt_config.h"
 #include "apps/test_hooks.h"
 #include "core/atomic_file.h"
@@ -382,14 +383,8 @@ int main(int argc, char** argv) {
   cli.add_option("--device", app.device, "auto (the GPU of LOCAL_RANK when CUDA is available), cpu or cuda")
       ->check(CLI::IsMember({"auto", "cpu", "cuda"}))
       ->capture_default_str();
-  cli.add_option("--comm-hook", app.comm_hook,
-                 "Under sgrun: how DDP sends gradients: no (its f32 average), allreduce (the same, as a hook), "
-                 "fp16 or bf16 (16 bits: half the bytes, rounded; docs/ddp.md)")
-      ->check(CLI::IsMember({"no", "allreduce", "fp16", "bf16"}))
-      ->capture_default_str();
-  cli.add_flag("--zero", app.zero,
-               "Under sgrun: ZeRO-1, each process keeps the optimizer state of its shard of the parameters only "
-               "(docs/ddp.md)");
+  add_comm_hook_option(cli, app.comm_hook);
+  add_zero_flag(cli, app.zero);
   cli.add_flag("--generate", app.generate, "Sample from --snapshot instead of training");
   cli.add_option("--prompt", app.prompt, "--generate: the text to continue");
   cli.add_option("--snapshot", app.snapshot, "--generate: a snapshot train_gpt wrote")->check(CLI::ExistingFile);

@@ -24,6 +24,7 @@
 #include <numbers>
 #include <string>
 
+#include "apps/ddp_flags.h"
 #include "apps/step_snapshot_flags.h"
 #include "apps/test_hooks.h"
 #include "core/atomic_file.h"
@@ -363,11 +364,7 @@ int main(int argc, char** argv) {
   app.add_option("--workers", config.workers, "Data-loader worker threads (0: load on the training thread)")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
-  app.add_option("--comm-hook", config.comm_hook,
-                 "Under sgrun: how DDP sends gradients: no (its f32 average), allreduce (the same, as a hook), "
-                 "fp16 or bf16 (16 bits: half the bytes, rounded; docs/ddp.md)")
-      ->check(CLI::IsMember({"no", "allreduce", "fp16", "bf16"}))
-      ->capture_default_str();
+  add_comm_hook_option(app, config.comm_hook);
   app.add_option("--amp", config.amp, "Mixed precision: none, f16 (autocast + loss scaler) or bf16 (autocast)")
       ->check(CLI::IsMember({"none", "f16", "bf16"}))
       ->capture_default_str();

@@ -38,6 +38,7 @@
 #include <memory>
 #include <vector>
 
+#include "apps/ddp_flags.h"
 #include "autograd/anomaly_mode.h"
 #include "core/cpu/blas.h"
 #include "core/cpu/machine_peak.h"
@@ -435,14 +436,8 @@ int main(int argc, char** argv) {
   app.add_option("--amp", options.amp, "Mixed precision: no, f16 (autocast + loss scaler) or bf16 (autocast)")
       ->check(CLI::IsMember({"no", "f16", "bf16"}))
       ->capture_default_str();
-  app.add_option("--bucket-mb", options.bucket_mb, "Under sgrun: DDP's gradient bucket size in MB")
-      ->check(CLI::PositiveNumber)
-      ->capture_default_str();
-  app.add_option("--comm-hook", options.comm_hook,
-                 "Under sgrun: how DDP sends gradients: no (its f32 average), allreduce (the same, as a hook), "
-                 "fp16 or bf16 (16 bits: half the bytes, rounded; docs/ddp.md)")
-      ->check(CLI::IsMember({"no", "allreduce", "fp16", "bf16"}))
-      ->capture_default_str();
+  add_bucket_mb_option(app, options.bucket_mb);
+  add_comm_hook_option(app, options.comm_hook);
   app.add_option("--check-replicas-every", options.check_replicas_every,
                  "Under sgrun: DDP compares the replicas every N steps (0: never)")
       ->check(CLI::NonNegativeNumber)
