@@ -1,5 +1,6 @@
 #include "dist/process_group.h"
 
+#include "core/factory.h"
 #include "core/shape.h"
 
 namespace sg::dist {
@@ -113,5 +114,7 @@ WorkPtr ProcessGroup::all_gather_into_tensor(Tensor& output, const Tensor& input
   check_chunks(output, "output", input, "input", "all_gather_into_tensor");
   return start_all_gather_into_tensor(output, input);
 }
+
+Tensor ProcessGroup::zeros_for_all_reduce(int64_t numel, DType dtype) { return zeros({numel}, {dtype, device()}); }
 
 }  // namespace sg::dist

@@ -71,6 +71,13 @@ public:
   WorkPtr all_gather_into_tensor(Tensor& output, const Tensor& input);
   WorkPtr barrier() { return start_barrier(); }
 
+  // Zeros for a tensor this group will all-reduce again and again, such as DDP's gradient
+  // buckets: a backend may place it where its all_reduce works best (ProcessGroupGloo: in memory
+  // the ranks of one machine share, reduced where it lies; Note [Buckets in shared memory] in
+  // dist/shm_all_reduce.cpp). A collective: every rank asks for the same size, in the same order.
+  // Here, plain zeros on device().
+  virtual Tensor zeros_for_all_reduce(int64_t numel, DType dtype);
+
   // Applies to collectives issued afterwards (default 30 minutes).
   virtual void set_timeout(std::chrono::milliseconds timeout) = 0;
 

@@ -235,6 +235,28 @@ ProcessGroupGloo::~ProcessGroupGloo() {
 
 void ProcessGroupGloo::set_timeout(std::chrono::milliseconds timeout) { timeout_ = timeout; }
 
+Tensor ProcessGroupGloo::zeros_for_all_reduce(int64_t numel, DType dtype) {
+  if (!shared_memory_) return ProcessGroup::zeros_for_all_reduce(numel, dtype);
+  std::string why_not;
+  std::shared_ptr<char> memory =
+      shared_memory_->allocate_shared(*store_, static_cast<size_t>(numel) * itemsize(dtype), why_not);
+  if (!memory) {
+    if (rank() == 0)
+      std::fprintf(stderr,
+                   "ProcessGroupGloo: a buffer all-reduced in place could not be shared (%s); it is copied "
+                   "through the shared-memory segments instead\n",
+                   why_not.c_str());
+    return ProcessGroup::zeros_for_all_reduce(numel, dtype);
+  }
+  // The memory is fresh, so already zero; the tensor keeps it mapped as long as it lives.
+  char* data = memory.get();
+  return from_blob(data, {numel}, dtype, [keep = std::move(memory)](void*) {});
+}
+
+uint64_t ProcessGroupGloo::all_reduce_bytes_in_place() const {
+  return shared_memory_ ? shared_memory_->bytes_reduced_in_place() : 0;
+}
+
 ProcessGroupGloo::AllReducePath ProcessGroupGloo::all_reduce_path() const {
   return shared_memory_  ? AllReducePath::shared_memory
          : hierarchical_ ? AllReducePath::hierarchical
@@ -318,17 +340,24 @@ void ProcessGroupGloo::all_reduce_now(const Tensor& t, ReduceOp op, uint32_t tag
       gloo_all_reduce<T>(context, t, op, tag, limit);
       all_reduce_bytes_through_gloo_ += nbytes_of(t);
     };
+    // AVG divides the sum by the group size: through shared memory each slice's rank divides it
+    // as it finishes it; on the other paths every rank divides the whole tensor afterwards.
+    SharedMemoryAllReduce::FinishFunction divide;
+    if constexpr (!std::is_same_v<T, bool>)
+      if (op == ReduceOp::AVG)
+        divide = [world = size()](void* data, size_t n) {
+          divide_in_place(static_cast<T*>(data), static_cast<int64_t>(n), world);
+        };
     if (shared_memory_) {
       shared_memory_->all_reduce(t.raw_data(), static_cast<size_t>(t.numel()), sizeof(T), reduce_function<T>(op),
-                                 timeout);
-    } else if (hierarchical_) {
+                                 timeout, divide);
+      return;
+    }
+    if (hierarchical_)
       hierarchical_->all_reduce(t.raw_data(), static_cast<size_t>(t.numel()), sizeof(T), reduce_function<T>(op),
                                 through_gloo, timeout);
-    } else {
-      through_gloo(context_, timeout);
-    }
-    if constexpr (!std::is_same_v<T, bool>)
-      if (op == ReduceOp::AVG) divide_in_place(static_cast<T*>(t.raw_data()), t.numel(), size());
+    else through_gloo(context_, timeout);
+    if (divide) divide(t.raw_data(), static_cast<size_t>(t.numel()));
   });
 }
 

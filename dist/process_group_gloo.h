@@ -51,11 +51,17 @@ public:
   // twice that over the network): all of every all_reduce on the gloo path, only the leaders' on
   // the hierarchical one, none on shared memory.
   uint64_t all_reduce_bytes_through_gloo() const { return all_reduce_bytes_through_gloo_; }
+  // The bytes of tensor data this rank has all-reduced where they lie, in tensors of
+  // zeros_for_all_reduce (Note [Buckets in shared memory] in dist/shm_all_reduce.cpp).
+  uint64_t all_reduce_bytes_in_place() const;
 
   std::string backend_name() const override { return "gloo"; }
   std::string type_name() const override { return "ProcessGroupGloo"; }
   Device device() const override { return Device::cpu(); }
   void set_timeout(std::chrono::milliseconds timeout) override;
+  // In shared memory when all_reduce goes through it (plain zeros where a rank cannot map it,
+  // which rank 0 reports once); all_reduce then reduces the tensor, and views of it, in place.
+  Tensor zeros_for_all_reduce(int64_t numel, DType dtype) override;
 
 private:
   WorkPtr start_all_reduce(Tensor& tensor, ReduceOp op) override;

@@ -85,7 +85,7 @@ Reducer::Reducer(TensorList params, std::vector<std::string> names, ProcessGroup
     Bucket bucket;
     int64_t numel = 0;
     for (size_t p : members) numel += params_[p].numel();
-    bucket.buffer = zeros({numel}, {params_[members.front()].dtype(), params_[members.front()].device()});
+    bucket.buffer = group_.zeros_for_all_reduce(numel, params_[members.front()].dtype());
     int64_t offset = 0;
     for (size_t slot = 0; slot < members.size(); ++slot) {
       const size_t p = members[slot];

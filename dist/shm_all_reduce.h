@@ -4,11 +4,13 @@
 //          join it (Note [A shared-memory all-reduce beside Gloo] in dist/shm_all_reduce.cpp).
 #include <sys/types.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <utility>
 #include <vector>
@@ -52,11 +54,28 @@ public:
   SharedMemoryAllReduce(const SharedMemoryAllReduce&) = delete;
   SharedMemoryAllReduce& operator=(const SharedMemoryAllReduce&) = delete;
 
+  // Applied to each slice of the result by the one rank that reduced it, before the others copy
+  // it: AVG's division by the group size, done once per element instead of by every rank over
+  // the whole tensor.
+  using FinishFunction = std::function<void(void* data, size_t n)>;
+
   // Reduces `count` elements of `element_size` bytes at `data` across the ranks, in place; every
-  // rank gets the same bits. Throws std::runtime_error naming the rank when a peer exits or does
-  // not arrive within `timeout`; the object is unusable after that.
+  // rank gets the same bits. When `data` lies in a buffer of allocate_shared(), at the same offset
+  // on every rank, the ranks read each other's data where it lies (Note [Buckets in shared
+  // memory]); otherwise it travels through the segments in rounds. Throws std::runtime_error
+  // naming the rank when a peer exits or does not arrive within `timeout`; the object is
+  // unusable after that.
   void all_reduce(void* data, size_t count, size_t element_size, const ReduceFunction& reduce,
-                  std::chrono::milliseconds timeout);
+                  std::chrono::milliseconds timeout, const FinishFunction& finish = {});
+
+  // Collective: `bytes` of zeroed memory on every rank, which every other rank maps too, so that
+  // all_reduce can reduce a tensor lying in it without copying it through the segments (DDP's
+  // gradient buckets, through ProcessGroup::zeros_for_all_reduce). Every rank asks for the same
+  // size, in the same order. The memory lives while the returned pointer (to this rank's part)
+  // or a copy of it does. nullptr on every rank, with `why_not` set, when a rank could not.
+  std::shared_ptr<char> allocate_shared(TcpStore& store, size_t bytes, std::string& why_not);
+  // The bytes this rank has all-reduced where they lie, in buffers of allocate_shared.
+  uint64_t bytes_reduced_in_place() const { return bytes_reduced_in_place_; }
 
   // Copies `bytes` at `data` of member `root` into `data` of every other member, in the same
   // rounds as all_reduce (the last stage of the hierarchical all-reduce); errors as all_reduce's.
@@ -67,6 +86,8 @@ public:
 
 private:
   struct Header;
+  struct SharedBuffer;
+  enum class Stage { arrived, reduced, copied };  // the counters of a rank's header, in a call's order
   SharedMemoryAllReduce(int rank, int size, std::vector<int> group_ranks)
       : rank_(rank),
         size_(size),
@@ -74,10 +95,19 @@ private:
   Header& header(int r) const;
   char* input(int r) const;
   char* output(int r, uint32_t round) const;
-  // Waits until rank r's `counter` (arrived or reduced) reaches `round`.
-  void wait_for(int r, bool reduced, uint32_t round, std::chrono::steady_clock::time_point deadline) const;
-  // Throws unless member r's call is of `bytes` too.
-  void check_same_bytes(int r, uint64_t bytes) const;
+  // Waits until rank r's counter of `stage` reaches `round`.
+  void wait_for(int r, Stage stage, uint32_t round, std::chrono::steady_clock::time_point deadline) const;
+  // Says in our header what this call reduces: its bytes, and where it lies when in a shared buffer.
+  void announce_call(uint64_t bytes, uint64_t buffer, uint64_t offset);
+  // Throws unless member r's call is the same as ours.
+  void check_same_call(int r) const;
+  // The live shared buffer holding [data, data + bytes) on this rank, or null.
+  std::shared_ptr<SharedBuffer> buffer_holding(const void* data, size_t bytes);
+  void all_reduce_through_segments(char* data, size_t count, size_t element_size, const ReduceFunction& reduce,
+                                   const FinishFunction& finish, std::chrono::steady_clock::time_point deadline);
+  void all_reduce_in_place(const SharedBuffer& buffer, size_t offset, size_t count, size_t element_size,
+                           const ReduceFunction& reduce, const FinishFunction& finish,
+                           std::chrono::steady_clock::time_point deadline);
   int group_rank(int r) const { return group_ranks_[static_cast<size_t>(r)]; }
 
   int rank_, size_;
@@ -85,6 +115,12 @@ private:
   std::vector<void*> segments_;   // every rank's segment, mapped here; ours is segments_[rank_]
   std::vector<pid_t> pids_;
   uint32_t round_ = 0;  // rounds (chunks) done, the same count on every rank
+  std::string key_prefix_;
+  std::mutex buffers_mutex_;  // allocate_shared runs on the caller's thread, all_reduce on the group's
+  std::vector<std::weak_ptr<SharedBuffer>> buffers_;  // those allocated, alive or not
+  uint64_t buffers_allocated_ = 0;                    // the same count on every rank: each buffer's id
+  std::vector<char> scratch_;                         // one block of a slice being reduced in place
+  std::atomic<uint64_t> bytes_reduced_in_place_{0};
 };
 
 }  // namespace sg::dist

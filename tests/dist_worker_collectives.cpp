@@ -89,6 +89,33 @@ void check_flat_collectives_on_random_inputs(dist::ProcessGroup& group) {
   }
 }
 
+// A tensor of zeros_for_all_reduce, all-reduced through a view at an offset: the average of every
+// rank's values, reduced where it lies when all_reduce goes through shared memory (counted in
+// all_reduce_bytes_in_place), through Gloo otherwise.
+void check_all_reduce_in_place(dist::ProcessGroup& group) {
+  const auto& gloo = dynamic_cast<const dist::ProcessGroupGloo&>(group);
+  const int64_t n = 3 * (int64_t{4} << 20) / 4 / 2 + 777;  // more than one 4 MB round of the segments
+  Tensor buffer = group.zeros_for_all_reduce(n + 10, DType::f32);
+  expect(buffer.abs().max().item() == 0, "zeros_for_all_reduce gives zeros");
+  const auto values_of = [&](int r) {
+    Generator generator(static_cast<uint64_t>(500 + r));
+    return randn({n}, {}, &generator);
+  };
+  Tensor view = buffer.narrow(0, 3, n);
+  const uint64_t before = gloo.all_reduce_bytes_in_place();
+  for (int call = 0; call < 2; ++call) {
+    view.copy_(values_of(group.rank()));
+    group.all_reduce(view, dist::ReduceOp::AVG)->wait();
+  }
+  Tensor sum = zeros({n}, {DType::f64});
+  for (int r = 0; r < group.size(); ++r) sum = sum + values_of(r).to(DType::f64);
+  expect((view.to(DType::f64) - sum / static_cast<double>(group.size())).abs().max().item() < 1e-5,
+         "all_reduce(AVG) of a view of zeros_for_all_reduce");
+  const bool shared = gloo.all_reduce_path() == dist::ProcessGroupGloo::AllReducePath::shared_memory;
+  expect(gloo.all_reduce_bytes_in_place() - before == (shared ? 2 * static_cast<uint64_t>(n) * 4 : 0),
+         shared ? "both all-reduces went in place" : "nothing goes in place without shared memory");
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -106,6 +133,7 @@ int main(int argc, char** argv) {
     if (scenario == "all" || scenario == "all_shm_off_on_rank_1") {
       check_every_collective(group, Device::cpu(), gloo_avg_tolerance);
       check_flat_collectives_on_random_inputs(group);
+      check_all_reduce_in_place(group);
     } else if (scenario == "across_machines") {
       check_across_machines(group);
     } else if (scenario == "dies") {

@@ -5,6 +5,7 @@
 #include <doctest/doctest.h>
 
 #include <chrono>
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -105,6 +106,84 @@ TEST_CASE("shared-memory broadcast: the root's bits reach every rank, over sever
     for (size_t i = 0; i < n; ++i) all_roots = all_roots && results[rank][i] == value(i, kRoot, 8);
     CHECK(all_roots);
   }
+}
+
+// Floats whose sums round differently in another order, so that only the same additions in the
+// same order give the same bits.
+float rough_value(size_t i, int rank, int call) {
+  return std::sin(0.37f * static_cast<float>(i) + 1.3f * static_cast<float>(rank) + static_cast<float>(call)) * 1e3f;
+}
+
+void divide_floats_by_3(void* data, size_t n) {
+  for (size_t i = 0; i < n; ++i) static_cast<float*>(data)[i] /= 3.0f;
+}
+
+TEST_CASE(
+    "shared-memory all-reduce in place: a tensor in a shared buffer gets the bits of the path through the "
+    "segments, divided once, over several calls") {
+  constexpr int kRanks = 3;
+  constexpr size_t kOffset = 5;  // the tensor starts inside the buffer, as a bucket's gradients do
+  const size_t n = SharedMemoryAllReduce::kChunkBytes / sizeof(float) + 3001;  // more than a round
+  std::vector<std::vector<float>> in_place(kRanks), through_segments(kRanks), last_inputs(kRanks);
+  const auto errors = on_threads(kRanks, [&](int rank, TcpStore& store) {
+    auto shm = connect(store, rank, kRanks);
+    std::string why_not;
+    std::shared_ptr<char> buffer = shm->allocate_shared(store, (n + kOffset + 2) * sizeof(float), why_not);
+    REQUIRE_MESSAGE(buffer != nullptr, why_not);
+    float* shared = reinterpret_cast<float*>(buffer.get()) + kOffset;
+    CHECK(shared[-kOffset] == 0.0f);  // fresh memory is zero
+    std::vector<float> own(n);
+    for (int call = 0; call < 3; ++call) {  // the buffer is reused: nobody may still read the last call's data
+      for (size_t i = 0; i < n; ++i) shared[i] = own[i] = rough_value(i, rank, call);
+      last_inputs[rank] = own;
+      shm->all_reduce(shared, n, sizeof(float), add_floats, 5000ms, divide_floats_by_3);
+      shm->all_reduce(own.data(), n, sizeof(float), add_floats, 5000ms, divide_floats_by_3);
+    }
+    in_place[rank].assign(shared, shared + n);
+    through_segments[rank] = own;
+  });
+  CHECK(errors == std::vector<std::string>(kRanks));
+  for (int rank = 0; rank < kRanks; ++rank) {
+    CAPTURE(rank);
+    CHECK(std::memcmp(in_place[rank].data(), through_segments[0].data(), n * sizeof(float)) == 0);
+    CHECK(std::memcmp(through_segments[rank].data(), through_segments[0].data(), n * sizeof(float)) == 0);
+  }
+  for (size_t i = 0; i < n; i += 4999) {
+    CAPTURE(i);
+    const float sum = (last_inputs[0][i] + last_inputs[1][i]) + last_inputs[2][i];
+    CHECK(in_place[0][i] == sum / 3.0f);
+  }
+}
+
+TEST_CASE(
+    "shared-memory all-reduce in place: ranks that pass other places of a buffer, or one of their own, are "
+    "told so") {
+  const auto offsets = on_threads(2, [&](int rank, TcpStore& store) {
+    auto shm = connect(store, rank, 2);
+    std::string why_not;
+    std::shared_ptr<char> buffer = shm->allocate_shared(store, 64 * sizeof(float), why_not);
+    REQUIRE(buffer != nullptr);
+    float* data = reinterpret_cast<float*>(buffer.get()) + (rank == 0 ? 0 : 4);
+    shm->all_reduce(data, 10, sizeof(float), add_floats, 2000ms);
+  });
+  CHECK(offsets[0] ==
+        "rank 1 all-reduces a tensor in shared buffer 1 at byte 16, rank 0 in shared buffer 1 at byte 0: "
+        "every rank must pass the same tensor of a shared buffer, or none");
+  CHECK(offsets[1] ==
+        "rank 0 all-reduces a tensor in shared buffer 1 at byte 0, rank 1 in shared buffer 1 at byte 16: "
+        "every rank must pass the same tensor of a shared buffer, or none");
+  const auto mixed = on_threads(2, [&](int rank, TcpStore& store) {
+    auto shm = connect(store, rank, 2);
+    std::string why_not;
+    std::shared_ptr<char> buffer = shm->allocate_shared(store, 64 * sizeof(float), why_not);
+    REQUIRE(buffer != nullptr);
+    std::vector<float> own(10, 1.0f);
+    shm->all_reduce(rank == 0 ? reinterpret_cast<float*>(buffer.get()) : own.data(), 10, sizeof(float), add_floats,
+                    2000ms);
+  });
+  CHECK(mixed[0] ==
+        "rank 1 all-reduces a tensor in memory of its own, rank 0 in shared buffer 1 at byte 0: every "
+        "rank must pass the same tensor of a shared buffer, or none");
 }
 
 TEST_CASE("shared-memory all-reduce: the segments have no name, and no descriptor of one stays open after setup") {
