@@ -283,6 +283,32 @@ void settings(const std::string& setting) {
   std::cout << rank_name() << ": the settings agree, trained " << batches << " batches\n";
 }
 
+// Work that fails on the main process: a snapshot into a folder that is a file, and a
+// main_process_first whose work throws there. Each rank prints what it caught, and whether it ran
+// the work itself.
+void failed_main_process(const std::string& out) {
+  dist::Accelerator accelerator;
+  auto model = accelerator.prepare(small_mlp());
+  optim::SGD sgd(model->parameters(), {.lr = 0.1});
+  accelerator.prepare(sgd);
+  if (accelerator.is_main_process()) std::ofstream(out + "/a_file") << "not a folder";
+  accelerator.wait_for_everyone();
+  try {
+    accelerator.save_state(out + "/a_file/state.safetensors", *model);
+    std::cout << rank_name() << ": save_state returned\n";
+  } catch (const std::exception& e) {
+    std::cout << rank_name() << " caught: " << e.what() << "\n";
+  }
+  try {
+    accelerator.main_process_first([&] {
+      std::cout << rank_name() << " runs the work\n";
+      SG_CHECK(!accelerator.is_main_process(), "the data set could not be unpacked");
+    });
+  } catch (const std::exception& e) {
+    std::cout << rank_name() << " caught: " << e.what() << "\n";
+  }
+}
+
 void run(const std::string& scenario, const std::string& out, const test::WorkerArgument& arg) {
   if (scenario == "metrics") metrics(std::stoll(arg(3)), arg(4) == "even");
   else if (scenario == "train")
@@ -292,6 +318,7 @@ void run(const std::string& scenario, const std::string& out, const test::Worker
     deal(out, arg(3), std::stoll(arg(4)), std::stoll(arg(5)), std::stoll(arg(6)), arg(7) == "drop_last");
   else if (scenario == "virtual") virtual_ranks(out, arg(3), std::stoll(arg(4)), std::stoll(arg(5)), arg(6));
   else if (scenario == "settings") settings(arg(3));
+  else if (scenario == "failed_main_process") failed_main_process(out);
   else SG_FAIL("unknown scenario '", scenario, "'");
 }
 

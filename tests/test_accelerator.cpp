@@ -395,6 +395,25 @@ double parameter_difference(const std::string& a, const std::string& b) {
 
 }  // namespace
 
+TEST_CASE("a snapshot or a main_process_first that fails on the main process stops every rank at once, quoting it") {
+  test::TempDir out;
+  const test::RankResults result = run_scenario(3, {"failed_main_process", out.path()});
+  // The main process's own error, then the others' quoting it; nobody waits for a timeout.
+  CHECK(test::contains(result.output(0), "rank 0 caught: write "));
+  CHECK(test::contains(result.output(0), "Not a directory"));
+  CHECK(test::contains(result.output(0), "rank 0 caught: the data set could not be unpacked"));
+  for (int rank = 1; rank < 3; ++rank) {
+    CAPTURE(rank);
+    const std::string output = result.output(rank);
+    CHECK(test::contains(output, "caught: Accelerator::save_state failed on rank 0, so every rank stops: "));
+    CHECK(test::contains(output,
+                         "caught: the work of the process that goes first failed on rank 0, so every rank "
+                         "stops: the data set could not be unpacked"));
+    CHECK_FALSE(test::contains(output, "runs the work"));
+  }
+  CHECK(test::contains(result.output(0), "rank 0 runs the work"));
+}
+
 TEST_CASE("gather_for_metrics batch by batch on 3 ranks returns exactly the data set, in the sampler's order") {
   // 11 and 7 examples on 3 ranks: shares padded with 1 and 2 duplicates; with 7, two ranks'
   // last batches are all padding (their 0-dim values must go). Even and uneven batches alike.

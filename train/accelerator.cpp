@@ -17,6 +17,7 @@
 #include "dist/default_hooks.h"
 #include "dist/dist.h"
 #include "dist/environment.h"
+#include "dist/exchange.h"
 #include "dist/sync_batchnorm.h"
 #include "optim/clip_grad.h"
 #include "train/run_settings.h"
@@ -355,8 +356,8 @@ void Accelerator::finish_data_parallel_check() {
   SG_CHECK(checked_model_ != nullptr,
            "sgrun --verify: the program stepped an optimizer without preparing a model "
            "with the Accelerator; the check saves the prepared model's state");
-  if (is_main_process()) optim::save_checkpoint(check_.output, *checked_model_);
-  if (num_processes() > 1) wait_for_everyone();
+  main_process_only("sgrun --verify: saving the checked state",
+                    [&] { optim::save_checkpoint(check_.output, *checked_model_); });
   print("sgrun --verify: ", check_.steps, " steps done; state saved to ", check_.output);
   std::fflush(stdout);
   std::fflush(stderr);
@@ -537,10 +538,44 @@ void Accelerator::wait_for_everyone() {
   if (num_processes() > 1) default_group().barrier()->wait();
 }
 
+// Note [Every rank hears how the main process did]
+// "The main process writes, the others wait at a barrier" hangs the others when the write fails:
+// the main process leaves with its error and never reaches the barrier, so they wait out the
+// collective timeout (30 minutes by default) and then report a lost rank, not the full disk.
+// So the barrier carries the outcome instead: every rank contributes its error message ("" for
+// none, or for not having run the work) to one all_gather_strings, which returns only when all
+// have arrived, as a barrier does. A rank whose work threw rethrows its own error; the others
+// throw one quoting the first failed rank's message.
+void Accelerator::run_and_share_outcome(bool runs_here, const std::string& what, const std::function<void()>& work) {
+  std::exception_ptr error;
+  std::string message;
+  if (runs_here) {
+    try {
+      work();
+    } catch (const std::exception& e) {
+      error = std::current_exception();
+      message = e.what()[0] != '\0' ? e.what() : "an exception with no message";
+    } catch (...) {
+      error = std::current_exception();
+      message = "an exception that is not a std::exception";
+    }
+  }
+  if (num_processes() > 1) {
+    const std::vector<std::string> outcomes = all_gather_strings(default_group(), message);
+    if (error) std::rethrow_exception(error);
+    for (size_t rank = 0; rank < outcomes.size(); ++rank)
+      SG_CHECK(outcomes[rank].empty(), what, " failed on rank ", rank, ", so every rank stops: ", outcomes[rank]);
+  }
+  if (error) std::rethrow_exception(error);
+}
+
+void Accelerator::main_process_only(const std::string& what, const std::function<void()>& work) {
+  run_and_share_outcome(is_main_process(), what, work);
+}
+
 void Accelerator::goes_first(bool first, const std::function<void()>& work) {
-  if (!first) wait_for_everyone();
-  work();
-  if (first) wait_for_everyone();
+  run_and_share_outcome(first, "the work of the process that goes first", work);
+  if (!first) work();
 }
 
 void Accelerator::main_process_first(const std::function<void()>& work) { goes_first(is_main_process(), work); }
@@ -596,8 +631,8 @@ void Accelerator::save_state(const std::string& path, nn::Module& model, optim::
   // A ZeRO optimizer's shards travel to the main process first (a collective), so that the
   // snapshot holds the whole state, as a plain optimizer's, and loads into either.
   if (auto* zero = dynamic_cast<ZeroRedundancyOptimizer*>(optimizer_)) zero->consolidate_state_dict(0);
-  if (is_main_process()) optim::save_checkpoint(path, unwrap_model(model), optimizer_, metadata);
-  wait_for_everyone();
+  main_process_only("Accelerator::save_state",
+                    [&] { optim::save_checkpoint(path, unwrap_model(model), optimizer_, metadata); });
 }
 
 optim::Metadata Accelerator::load_state(const std::string& path, nn::Module& model) {
@@ -657,13 +692,12 @@ std::string Accelerator::save_state(nn::Module& model, optim::Metadata metadata)
   const auto existing = checkpoints.list();
   const int64_t number = existing.empty() ? 0 : existing.back().first + 1;
   std::string staging;
-  if (is_main_process()) staging = checkpoints.begin_writing(number);
+  main_process_only("Accelerator::save_state", [&] { staging = checkpoints.begin_writing(number); });
   save_state((std::filesystem::path(staging) / kCheckpointStateFile).string(), model, std::move(metadata));
-  if (is_main_process()) {
+  main_process_only("Accelerator::save_state", [&] {
     checkpoints.finish_writing(number, /*replace=*/false);
     checkpoints.remove_oldest(options_.project_config.total_limit);
-  }
-  wait_for_everyone();
+  });
   return checkpoints.folder(number);
 }
 

@@ -241,10 +241,16 @@ public:
   Tensor pad_across_processes(const Tensor& tensor, int64_t dim = 0, double pad_index = 0, bool pad_first = false);
   void wait_for_everyone();
   // Runs `work` on the main process (or each machine's local main process) first and on the
-  // others after it finished, e.g. to download or unpack a data set once. If `work` throws on
-  // the main process, the others wait at the barrier until the timeout, which names it.
+  // others after it finished, e.g. to download or unpack a data set once. If `work` throws
+  // where it ran first, that process rethrows and the others throw an error naming its rank
+  // and message, without running `work` (Note [Every rank hears how the main process did]).
   void main_process_first(const std::function<void()>& work);
   void local_main_process_first(const std::function<void()>& work);
+  // Runs `work` on the main process only, e.g. to write a file every rank then reads; every rank
+  // returns once it is done. If it throws, the main process rethrows and every other rank throws
+  // an error naming `what` and the main process's message, instead of waiting at a barrier
+  // until the collective timeout.
+  void main_process_only(const std::string& what, const std::function<void()>& work);
 
   // Prints a line on the main process only.
   template <typename... Args>
@@ -310,6 +316,8 @@ private:
   const char* nonfinite_origin(const Tensor& param) const;
   void report_skipped_step() const;
   void goes_first(bool first, const std::function<void()>& work);
+  // Runs `work` where `runs_here`, then every rank learns whether it threw anywhere.
+  void run_and_share_outcome(bool runs_here, const std::string& what, const std::function<void()>& work);
   [[noreturn]] void finish_data_parallel_check();
 
   AcceleratorOptions options_;

@@ -47,16 +47,15 @@ void write_checkpoint_folder(Accelerator& accelerator, nn::Module& model, const 
                                  {"last_logged_step", loop.last_logged_step}};
   // Note [Writing a checkpoint folder whole] in train/numbered_checkpoints.h
   std::string staging;
-  if (accelerator.is_main_process()) staging = checkpoints.begin_writing(step);
+  accelerator.main_process_only("Trainer: saving a checkpoint", [&] { staging = checkpoints.begin_writing(step); });
   accelerator.save_state((fs::path(staging) / kCheckpointStateFile).string(), model,
                          {{"trainer_state", trainer_state}, {"trainer_loop", loop_json.dump()}});
-  if (accelerator.is_main_process()) {
+  accelerator.main_process_only("Trainer: saving a checkpoint", [&] {
     write_file_atomically((fs::path(staging) / "trainer_state.json").string(),
                           [&](const ByteWriter& write) { write(trainer_state.data(), trainer_state.size()); });
     checkpoints.finish_writing(step, /*replace=*/true);
     checkpoints.remove_oldest(save_total_limit, state.best_model_checkpoint);
-  }
-  accelerator.wait_for_everyone();
+  });
 }
 
 std::optional<std::string> checkpoint_to_resume(const TrainingArguments& args) {
