@@ -56,8 +56,8 @@ Shape common_batch(const Tensor& q, const Tensor& k, const Tensor& v) {
 // reshape and a permute, so its strides say "L outside H". The output and the gradients are
 // allocated in the same order of dims (outermost first by their strides, the last dim last),
 // so the head merge after the op ([N, H, L, D] -> [N, L, E]) and the backward of the head split
-// are views instead of transposing copies (five copies of [N, L, E] per layer before), and
-// the kernels read and write them through their strides. A contiguous q gives contiguous ones.
+// are views instead of five transposing copies of [N, L, E] per layer, and the kernels read and
+// write them through their strides. A contiguous q gives contiguous ones.
 Tensor empty_in_layout_of(const Shape& shape, const Tensor& like, const TensorOptions& options) {
   // A broadcast dim (stride 0) counts as the outermost: its gradients are summed over afterwards.
   const auto outer_first = [&](int64_t dim) {
