@@ -2,7 +2,10 @@
 // random numbers and records one backward node that runs the fused backward kernel.
 #include "autograd/ops_attention.h"
 
+#include <algorithm>
 #include <cmath>
+#include <limits>
+#include <numeric>
 
 #include "autograd/autocast_policy.h"
 #include "autograd/function.h"
@@ -46,6 +49,30 @@ Shape common_batch(const Tensor& q, const Tensor& k, const Tensor& v) {
   SG_CHECK(batch.size() <= static_cast<size_t>(math::kMaxAttentionBatchDims), kName, ": at most ",
            math::kMaxAttentionBatchDims, " batch dims, got query of shape ", shape_str(q.sizes()));
   return batch;
+}
+
+// Note [Attention in the layout of its inputs]
+// MultiheadAttention's heads are views: q [N, L, E] of a projection is split into [N, H, L, D] by a
+// reshape and a permute, so its strides say "L outside H". The output and the gradients are
+// allocated in the same order of dims (outermost first by their strides, the last dim last),
+// so the head merge after the op ([N, H, L, D] -> [N, L, E]) and the backward of the head split
+// are views instead of five transposing copies of [N, L, E] per layer, and the kernels read and
+// write them through their strides. A contiguous q gives contiguous ones.
+Tensor empty_in_layout_of(const Shape& shape, const Tensor& like, const TensorOptions& options) {
+  // A broadcast dim (stride 0) counts as the outermost: its gradients are summed over afterwards.
+  const auto outer_first = [&](int64_t dim) {
+    return like.stride(dim) == 0 ? std::numeric_limits<int64_t>::max() : like.stride(dim);
+  };
+  std::vector<int64_t> order(shape.size());  // dims from the outermost to the innermost
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end() - 1,
+                   [&](int64_t a, int64_t b) { return outer_first(a) > outer_first(b); });
+  Shape laid_out, inverse(shape.size());
+  for (size_t d = 0; d < order.size(); ++d) {
+    laid_out.push_back(shape[order[d]]);
+    inverse[order[d]] = static_cast<int64_t>(d);
+  }
+  return empty(laid_out, options).permute(inverse);
 }
 
 // The mask expanded to [batch..., L, S] (a view), or undefined.
@@ -101,12 +128,12 @@ Tensor scaled_dot_product_attention(const Tensor& query, const Tensor& key, cons
     args.first_block = random.reserve(static_cast<uint64_t>((numel_of(batch) * L * S + 3) / 4));
   }
   const TensorOptions math_options{query.dtype() == DType::f64 ? DType::f64 : DType::f32, query.device()};
-  Tensor out = empty(with_matrix(batch, L, Ev), {query.dtype(), query.device()});
+  const Tensor qe = kernel_operand(query, batch);
+  Tensor out = empty_in_layout_of(with_matrix(batch, L, Ev), qe, {query.dtype(), query.device()});
   Shape rows = batch;
   rows.push_back(L);
   const Tensor log_sum_exp = empty(rows, math_options);  // [batch..., L]: all the backward keeps per row
-  kernels::attention_forward(out, log_sum_exp, kernel_operand(query, batch), kernel_operand(key, batch),
-                             kernel_operand(value, batch), args);
+  kernels::attention_forward(out, log_sum_exp, qe, kernel_operand(key, batch), kernel_operand(value, batch), args);
   // With P = softmax(scores), Z = dropout(P), out = Z v and delta_i = dout_i . out_i:
   // dv = Z^T dout, dscores = P * (dropout(dout v^T) - delta), dq = scale dscores k, dk = scale dscores^T q
   return record("ScaledDotProductAttentionBackward", out, {query, key, value},
@@ -118,10 +145,11 @@ Tensor scaled_dot_product_attention(const Tensor& query, const Tensor& key, cons
                   const Tensor qe = kernel_operand(q, batch), ke = kernel_operand(k, batch),
                                ve = kernel_operand(v, batch);
                   const TensorOptions options{q.dtype(), q.device()};
-                  Tensor grad_q = empty(qe.sizes(), options), grad_k = empty(ke.sizes(), options),
-                         grad_v = empty(ve.sizes(), options);
-                  kernels::attention_backward(grad_q, grad_k, grad_v, kernels::contiguous(g.to(q.dtype())), qe, ke, ve,
-                                              so.get(), log_sum_exp, checked);
+                  Tensor grad_q = empty_in_layout_of(qe.sizes(), qe, options),
+                         grad_k = empty_in_layout_of(ke.sizes(), ke, options),
+                         grad_v = empty_in_layout_of(ve.sizes(), ve, options);
+                  kernels::attention_backward(grad_q, grad_k, grad_v, kernel_operand(g.to(q.dtype()), batch), qe, ke,
+                                              ve, so.get(), log_sum_exp, checked);
                   return TensorList{autograd::sum_to(grad_q, q.sizes()), autograd::sum_to(grad_k, k.sizes()),
                                     autograd::sum_to(grad_v, v.sizes())};
                 });

@@ -105,6 +105,14 @@ Tensor product(const Tensor& a, const Tensor& b, double alpha = 1.0) {
   return out;
 }
 
+// alpha a^T g, the gradient of a 2-D b, in b's layout: a Linear multiplies by weight.t(), a
+// transposed view, so its gradient is computed as (alpha g^T a)^T. The weight's gradient (the
+// backward of .t()) is then contiguous, and becomes weight.grad without a transposing copy.
+Tensor matrix_gradient(const Tensor& a_rows, const Tensor& g_rows, const Tensor& b, double alpha) {
+  const bool transposed = b.stride(0) == 1 && b.stride(1) != 1;
+  return transposed ? product(g_rows.t(), a_rows, alpha).t() : product(a_rows.t(), g_rows, alpha);
+}
+
 // d(alpha a @ b)/da = alpha g @ b^T and d(alpha a @ b)/db = alpha a^T @ g, matrix by matrix; each
 // gradient is then summed over the batch dims that broadcasting added to its operand. A 1-D a took
 // part as the row [1, k] and a 1-D b as the column [k, 1]; their gradients are that row / column.
@@ -119,9 +127,9 @@ TensorList matmul_backward(const Tensor& g, const Tensor& a, const Tensor& b, co
   Tensor grad_a, grad_b;
   if (needs[0]) grad_a = sum_to(product(g2, b2.transpose(-1, -2), alpha), a2.sizes()).reshape(a.sizes());
   if (needs[1]) {
-    if (a2.dim() > 2 && b2.dim() == 2) {
+    if (a2.dim() >= 2 && b.dim() == 2) {
       // The sum over the batch of a_i^T g_i is one GEMM over the folded rows (Note [Folding batch dims into rows]).
-      grad_b = product(as_rows(a2).t(), as_rows(g2), alpha).reshape(b.sizes());
+      grad_b = matrix_gradient(as_rows(a2), as_rows(g2), b, alpha);
     } else {
       grad_b = sum_to(product(a2.transpose(-1, -2), g2, alpha), b2.sizes()).reshape(b.sizes());
     }

@@ -185,7 +185,9 @@ std::pair<Tensor, Tensor> MultiheadAttention::forward(const Tensor& query, const
     heads = matmul(weights, vh);
     if (options.average_attn_weights) weights = weights.mean({1});
   }
-  // [N, H, L, D] -> [L, N, E] or [N, L, E]: the one copy of the heads.
+  // [N, H, L, D] -> [L, N, E] or [N, L, E]: a view when the fused op laid its output out as the heads'
+  // views are (Note [Attention in the layout of its inputs] in autograd/ops_attention.cpp), a copy
+  // after the composed path.
   const Tensor merged =
       seq_dim == 0 ? heads.permute({2, 0, 1, 3}).reshape({L, N, E}) : heads.permute({0, 2, 1, 3}).reshape({N, L, E});
   return {(*out_proj)(merged), weights};

@@ -282,6 +282,61 @@ TEST_CASE("the fused attention gives the same bits on 1 and 2 threads") {
   for (size_t i = 0; i < 3; ++i) CHECK(test::max_abs_diff(one.grads[i], two.grads[i]) == 0.0);
 }
 
+// [N, L, H * D] split into heads [N, H, L, D] by a view, as MultiheadAttention splits a projection.
+Tensor split_heads(const Tensor& x, int64_t heads) {
+  return x.reshape({x.size(0), x.size(1), heads, x.size(2) / heads}).permute({0, 2, 1, 3});
+}
+
+TEST_CASE(
+    "on split-head views the output and the gradients come in the heads' layout, with the values of contiguous heads") {
+  // Note [Attention in the layout of its inputs]: out and grad_q, grad_k, grad_v are [N, L, H, D]
+  // in memory, so merging the heads and the backward of the split are views. L = 70 crosses the
+  // kernel's 64-row blocks; f32 hands the strided rows to BLAS, bf16 converts them. The tolerance
+  // is the rounding of each dtype (BLAS may sum in another order for another leading dimension).
+  for (const auto& [dtype, tolerance] :
+       {std::pair<DType, double>{DType::f64, 1e-12}, {DType::f32, 1e-5}, {DType::bf16, 3e-2}}) {
+    for (const int threads : {1, 2}) {
+      for (const bool causal : {false, true}) {
+        CAPTURE(dtype);
+        CAPTURE(threads);
+        CAPTURE(causal);
+        test::NumThreadsGuard guard(threads);
+        const Tensor q = input({2, 70, 3 * 5}, dtype), k = input({2, 70, 3 * 5}, dtype),
+                     v = input({2, 70, 3 * 4}, dtype);
+        const Tensor weight = randn({2, 3, 70, 4}, {DType::f64}, &test::rng()).to(dtype);
+        Shape grad_layouts_ok;
+        const Run split = run(
+            [&](const TensorList& in) {
+              TensorList heads;
+              for (const Tensor& x : in) {
+                heads.push_back(split_heads(x, 3));
+                heads.back().register_hook([&](const Tensor& grad) {
+                  grad_layouts_ok.push_back(grad.permute({0, 2, 1, 3}).is_contiguous());
+                  return Tensor();
+                });
+              }
+              return fused(heads[0], heads[1], heads[2], {.causal = causal});
+            },
+            {q, k, v}, weight);
+        const Run dense = run(
+            [&](const TensorList& in) {
+              return fused(split_heads(in[0], 3).contiguous(), split_heads(in[1], 3).contiguous(),
+                           split_heads(in[2], 3).contiguous(), {.causal = causal});
+            },
+            {q, k, v}, weight);
+        CHECK(split.out.permute({0, 2, 1, 3}).is_contiguous());
+        CHECK(dense.out.is_contiguous());
+        CHECK(grad_layouts_ok == Shape{1, 1, 1});
+        CHECK(test::max_abs_diff(split.out, dense.out) < tolerance);
+        for (size_t i = 0; i < 3; ++i) {
+          INFO("gradient of input ", i);
+          CHECK(test::max_abs_diff(split.grads[i], dense.grads[i]) < 4 * tolerance);
+        }
+      }
+    }
+  }
+}
+
 TEST_CASE("fused attention errors name both shapes") {
   const Tensor q = input({2, 3, 4}), k = input({2, 5, 4}), v = input({2, 5, 6});
   CHECK_THROWS_WITH_AS(

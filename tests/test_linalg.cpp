@@ -6,6 +6,7 @@
 #include <string>
 
 #include "core/kernels/gemm.h"
+#include "core/profiler.h"
 #include "helpers.h"
 
 using namespace sg;
@@ -250,6 +251,30 @@ TEST_CASE("linear gradients match finite differences on contiguous and transpose
                   {test::rand_input({2, 3, 4}), test::rand_input({5, 4}), test::rand_input({5})});
   CHECK_GRADCHECK([](const TensorList& x) { return linear(x[0].transpose(0, 1), x[1], x[2]); },
                   {test::rand_input({3, 2, 4}), test::rand_input({5, 4}), test::rand_input({5})});
+}
+
+TEST_CASE("the backward of linear writes the weight gradient in the weight's layout, without a copy") {
+  // weight.t() is a transposed view; its gradient is computed transposed, so the weight's gradient
+  // is contiguous and AccumulateGrad keeps it as .grad instead of cloning it. Checked on a folded
+  // [B, T, in] batch and on a 2-D one, against the gradient of a contiguous copy of weight.t().
+  for (const Shape& input_shape : {Shape{3, 6, 7}, Shape{9, 7}}) {
+    INFO("input ", shape_str(input_shape));
+    const Tensor input = randn_of(input_shape), weight = randn_of({5, 7}), bias = randn_of({5});
+    Shape out_shape = input_shape;
+    out_shape.back() = 5;
+    const Tensor grad_out = randn_of(out_shape);
+    const Tensor w = weight.detach().clone().requires_grad_(), b = bias.detach().clone().requires_grad_();
+    const Tensor out = linear(input, w, b);
+    profiler::Profile profile;
+    out.backward(grad_out);
+    profile.stop();
+    int copies = 0;
+    for (const profiler::Event& event : profile.result().events) copies += event.name == "copy";
+    CHECK(copies == 0);
+    const Tensor w_t = weight.t().contiguous().requires_grad_();
+    addmm(bias, input.reshape({-1, 7}), w_t).backward(grad_out.reshape({-1, 5}));
+    CHECK(test::max_abs_diff(w.grad(), w_t.grad().t()) <= kF64Tolerance);
+  }
 }
 
 TEST_CASE("linear names the input and weight shapes that do not fit") {

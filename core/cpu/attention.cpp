@@ -87,16 +87,30 @@ void block_gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, T a
     }
 }
 
-// A batch of matrices read through strides; their last dim has a unit stride.
-template <typename scalar_t>
+// A batch of matrices reached through strides; their last dim has a unit stride. element_t is
+// const for what the kernel reads and not for what it writes: out and the gradients lie where the
+// front put them, in the layout of the heads' views (Note [Attention in the layout of its inputs]
+// in autograd/ops_attention.cpp).
+template <typename element_t>
 struct Matrices {
-  const scalar_t* data;
+  element_t* data;
   math::AttentionBatch batch;
   int64_t row_stride;
+  element_t* row(int64_t n, int64_t r) const { return data + batch.offset(n) + r * row_stride; }
 };
-template <typename scalar_t>
-Matrices<scalar_t> matrices_of(const Tensor& t) {
-  return {static_cast<const scalar_t*>(t.raw_data()), math::attention_batch(t), t.stride(-2)};
+template <typename element_t>
+Matrices<element_t> matrices_of(const Tensor& t) {
+  return {static_cast<element_t*>(t.raw_data()), math::attention_batch(t), t.stride(-2)};
+}
+
+// rows x width math_t values, `ld` apart, written to rows of `to`, converted to its type.
+template <typename scalar_t, typename math_t>
+void store_rows(const math_t* from, int64_t ld, int64_t rows, int64_t width, const Matrices<scalar_t>& to, int64_t n,
+                int64_t first) {
+  for (int64_t r = 0; r < rows; ++r) {
+    scalar_t* row = to.row(n, first + r);
+    for (int64_t c = 0; c < width; ++c) row[c] = static_cast<scalar_t>(from[r * ld + c]);
+  }
 }
 
 // The number of matrices in a batch: the product of all but the last two dims.
@@ -116,9 +130,9 @@ struct Block {
 // Rows [first, first + count) of matrix n, `width` wide: where they lie when they already are math_t
 // rows BLAS can read, otherwise converted into `scratch`.
 template <typename math_t, typename scalar_t>
-Block<math_t> rows_of(const Matrices<scalar_t>& x, int64_t n, int64_t first, int64_t count, int64_t width,
+Block<math_t> rows_of(const Matrices<const scalar_t>& x, int64_t n, int64_t first, int64_t count, int64_t width,
                       std::vector<math_t>& scratch) {
-  const scalar_t* start = x.data + x.batch.offset(n) + first * x.row_stride;
+  const scalar_t* start = x.row(n, first);
   if constexpr (std::is_same_v<scalar_t, math_t>)
     if (x.row_stride >= std::max<int64_t>(width, 1)) return {start, x.row_stride};
   for (int64_t r = 0; r < count; ++r)
@@ -130,7 +144,7 @@ Block<math_t> rows_of(const Matrices<scalar_t>& x, int64_t n, int64_t first, int
 template <typename scalar_t>
 struct Problem {
   using math_t = opmath_t<scalar_t>;
-  Matrices<scalar_t> q, k, v;
+  Matrices<const scalar_t> q, k, v;
   const void* mask = nullptr;  // bool or scalar_t, or none
   bool bool_mask = false;
   math::AttentionBatch mask_batch;
@@ -142,9 +156,9 @@ struct Problem {
   uint64_t seed, first_block;
 
   Problem(const Tensor& q_, const Tensor& k_, const Tensor& v_, const AttentionArgs& args)
-      : q(matrices_of<scalar_t>(q_)),
-        k(matrices_of<scalar_t>(k_)),
-        v(matrices_of<scalar_t>(v_)),
+      : q(matrices_of<const scalar_t>(q_)),
+        k(matrices_of<const scalar_t>(k_)),
+        v(matrices_of<const scalar_t>(v_)),
         L(q_.size(-2)),
         S(k_.size(-2)),
         E(q_.size(-1)),
@@ -239,7 +253,8 @@ struct ForwardBlock {
         sum(kQueryBlock),
         factor(kKeyBlock) {}
 
-  void run(const Problem<scalar_t>& p, int64_t n, int64_t r0, int64_t rows, scalar_t* out, math_t* log_sum_exp) {
+  void run(const Problem<scalar_t>& p, int64_t n, int64_t r0, int64_t rows, const Matrices<scalar_t>& out,
+           math_t* log_sum_exp) {
     constexpr math_t kNone = -std::numeric_limits<math_t>::infinity();
     const Block<math_t> qb = rows_of(p.q, n, r0, rows, p.E, q);
     std::fill_n(max.begin(), rows, kNone);
@@ -275,7 +290,8 @@ struct ForwardBlock {
     for (int64_t r = 0; r < rows; ++r) {
       const bool empty = sum[r] == math_t(0);  // a fully masked row: output 0, as PyTorch
       const math_t inverse = empty ? math_t(0) : math_t(1) / sum[r];
-      for (int64_t c = 0; c < p.Ev; ++c) out[r * p.Ev + c] = static_cast<scalar_t>(acc[r * p.Ev + c] * inverse);
+      scalar_t* out_row = out.row(n, r0 + r);
+      for (int64_t c = 0; c < p.Ev; ++c) out_row[c] = static_cast<scalar_t>(acc[r * p.Ev + c] * inverse);
       log_sum_exp[r] = empty ? kNone : max[r] + std::log(sum[r]);
     }
   }
@@ -300,15 +316,15 @@ struct BackwardMatrix {
         delta(p.L),
         factor(kKeyBlock) {}
 
-  // grad_out and out: [L, Ev] of matrix n; log_sum_exp: [L]; grad_q [L, E], grad_k [S, E], grad_v [S, Ev].
-  void run(const Problem<scalar_t>& p, int64_t n, const Matrices<scalar_t>& grad_out, const scalar_t* out,
-           const math_t* log_sum_exp, scalar_t* grad_q, scalar_t* grad_k, scalar_t* grad_v) {
+  // Matrix n of grad_out and out ([L, Ev]), log_sum_exp ([L]), grad_q ([L, E]), grad_k ([S, E]) and grad_v ([S, Ev]).
+  void run(const Problem<scalar_t>& p, int64_t n, const Matrices<const scalar_t>& grad_out,
+           const Matrices<const scalar_t>& out, const math_t* log_sum_exp, const Matrices<scalar_t>& grad_q,
+           const Matrices<scalar_t>& grad_k, const Matrices<scalar_t>& grad_v) {
     // delta_i = sum_j p_ij dp_ij = dO_i . O_i: the term softmax's backward subtracts, one per row.
-    const scalar_t* g_rows = grad_out.data + grad_out.batch.offset(n);
     for (int64_t i = 0; i < p.L; ++i) {
+      const scalar_t *g_row = grad_out.row(n, i), *out_row = out.row(n, i);
       math_t total = 0;
-      for (int64_t c = 0; c < p.Ev; ++c)
-        total += static_cast<math_t>(g_rows[i * p.Ev + c]) * static_cast<math_t>(out[i * p.Ev + c]);
+      for (int64_t c = 0; c < p.Ev; ++c) total += static_cast<math_t>(g_row[c]) * static_cast<math_t>(out_row[c]);
       delta[i] = total;
     }
     std::fill(dq.begin(), dq.end(), math_t(0));
@@ -355,10 +371,10 @@ struct BackwardMatrix {
         block_gemm<math_t>(true, false, cols, p.E, rows, p.scale, dp.data(), kKeyBlock, qb.data, qb.ld, math_t(1),
                            dk.data(), p.E);
       }
-      for (int64_t e = 0; e < cols * p.E; ++e) grad_k[c0 * p.E + e] = static_cast<scalar_t>(dk[e]);
-      for (int64_t e = 0; e < cols * p.Ev; ++e) grad_v[c0 * p.Ev + e] = static_cast<scalar_t>(dv[e]);
+      store_rows(dk.data(), p.E, cols, p.E, grad_k, n, c0);
+      store_rows(dv.data(), p.Ev, cols, p.Ev, grad_v, n, c0);
     }
-    for (int64_t e = 0; e < p.L * p.E; ++e) grad_q[e] = static_cast<scalar_t>(dq[e]);
+    store_rows(dq.data(), p.E, p.L, p.E, grad_q, n, 0);
   }
 };
 
@@ -385,13 +401,13 @@ void attention_forward(const Tensor& out, const Tensor& log_sum_exp, const Tenso
     const Problem<scalar_t> p(q, k, v, args);
     const int64_t matrices = matrix_count(q);
     const int64_t blocks = (p.L + kQueryBlock - 1) / kQueryBlock;
-    scalar_t* out_data = static_cast<scalar_t*>(out.raw_data());
+    const Matrices<scalar_t> out_matrices = matrices_of<scalar_t>(out);
     math_t* lse_data = static_cast<math_t*>(log_sum_exp.raw_data());
     // The last query blocks first: with causal they see the most keys, and the cheap ones at the
     // end even out the threads' finishing times.
     for_each_item<ForwardBlock<scalar_t>>(matrices * blocks, p, [&](ForwardBlock<scalar_t>& block, int64_t item) {
       const int64_t n = item % matrices, r0 = (blocks - 1 - item / matrices) * kQueryBlock;
-      block.run(p, n, r0, std::min(kQueryBlock, p.L - r0), out_data + (n * p.L + r0) * p.Ev, lse_data + n * p.L + r0);
+      block.run(p, n, r0, std::min(kQueryBlock, p.L - r0), out_matrices, lse_data + n * p.L + r0);
     });
   });
 }
@@ -403,15 +419,14 @@ void attention_backward(const Tensor& grad_q, const Tensor& grad_k, const Tensor
     using math_t = opmath_t<scalar_t>;
     const Problem<scalar_t> p(q, k, v, args);
     const int64_t matrices = matrix_count(q);
-    const Matrices<scalar_t> g = matrices_of<scalar_t>(grad_out);
-    const scalar_t* out_data = static_cast<const scalar_t*>(out.raw_data());
+    const auto g = matrices_of<const scalar_t>(grad_out);
+    const auto o = matrices_of<const scalar_t>(out);
+    const auto dq = matrices_of<scalar_t>(grad_q);
+    const auto dk = matrices_of<scalar_t>(grad_k);
+    const auto dv = matrices_of<scalar_t>(grad_v);
     const math_t* lse_data = static_cast<const math_t*>(log_sum_exp.raw_data());
-    scalar_t* dq = static_cast<scalar_t*>(grad_q.raw_data());
-    scalar_t* dk = static_cast<scalar_t*>(grad_k.raw_data());
-    scalar_t* dv = static_cast<scalar_t*>(grad_v.raw_data());
     for_each_item<BackwardMatrix<scalar_t>>(matrices, p, [&](BackwardMatrix<scalar_t>& work, int64_t n) {
-      work.run(p, n, g, out_data + n * p.L * p.Ev, lse_data + n * p.L, dq + n * p.L * p.E, dk + n * p.S * p.E,
-               dv + n * p.S * p.Ev);
+      work.run(p, n, g, o, lse_data + n * p.L, dq, dk, dv);
     });
   });
 }

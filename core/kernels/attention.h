@@ -6,8 +6,9 @@
 // Contract: q [batch..., L, E], k [batch..., S, E], v [batch..., S, Ev] share one floating dtype,
 // one device and the same batch sizes (the front expands broadcast batch dims: stride 0), have a
 // unit stride in their last dim and any other strides (views of one packed projection are read
-// where they lie). out [batch..., L, Ev] is contiguous in q's dtype; log_sum_exp [batch..., L] is
-// contiguous in opmath_t (f32 for 16-bit inputs, f64 for f64). For query row i:
+// where they lie). out [batch..., L, Ev] is in q's dtype with a unit last stride and any other
+// strides that do not overlap (the front lays it out as q is laid out); log_sum_exp [batch..., L]
+// is contiguous in opmath_t (f32 for 16-bit inputs, f64 for f64). For query row i:
 //   scores_j = scale * q_i . k_j, masked (-inf) where mask is false, where a float mask is added,
 //   and, with causal, for j > i (top-left aligned, as PyTorch's tril(ones(L, S)));
 //   p = softmax(scores); out_i = sum_j dropout(p)_j v_j;  log_sum_exp_i = log(sum_j exp(scores_j)).
@@ -38,7 +39,9 @@ namespace sg::kernels {
 
 void attention_forward(const Tensor& out, const Tensor& log_sum_exp, const Tensor& q, const Tensor& k, const Tensor& v,
                        const AttentionArgs& args);
-// grad_q, grad_k, grad_v: contiguous, q's dtype, the shapes of q, k, v; grad_out: contiguous, out's shape.
+// grad_q, grad_k, grad_v: q's dtype, the shapes of q, k, v; grad_out: out's shape. Like out, each
+// has a unit last stride and any other strides (non-overlapping for the three it writes); the CUDA
+// kernel is handed contiguous ones by the dispatch, the CPU kernel reads and writes them in place.
 void attention_backward(const Tensor& grad_q, const Tensor& grad_k, const Tensor& grad_v, const Tensor& grad_out,
                         const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out, const Tensor& log_sum_exp,
                         const AttentionArgs& args);
