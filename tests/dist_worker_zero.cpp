@@ -11,7 +11,9 @@
 //                     clipped steps on a StepLR schedule, each accumulating MICRO_BATCHES under
 //                     no_sync: after every backward the owned gradients are plain DDP's average,
 //                     the others are not taken for one, the clip's global norm is plain's; at the
-//                     end the parameters are plain's. Prints how the buckets travelled.
+//                     end the parameters are plain's. Prints how the buckets travelled, and the
+//                     bytes per step both runs' gradients sent through Gloo's TCP (none through
+//                     shared memory: run with SG_SHM_ALLREDUCE=0 to count them).
 //   stage2_accelerator  the Accelerator with zero_shard_gradients: its clip, its found-inf
 //                     agreement, and its refusals (a plain optimizer; an optimizer before the model)
 // Exit codes: 0 all checks passed, 1 a result was wrong (printed), 3 an sg::Error (printed).
@@ -22,6 +24,7 @@
 
 #include "collective_expectations.h"  // defines: expect, failures
 #include "ddp_scenarios.h"
+#include "dist/process_group_gloo.h"  // defines: ProcessGroupGloo::all_reduce_bytes_through_gloo
 #include "syncgrad.h"
 
 using namespace sg;
@@ -188,11 +191,17 @@ void stage2_beside_plain_ddp(const std::string& optimizer, double bucket_cap_mb,
   zero_model->register_comm_hook(zero.reduce_scatter_gradients_hook());
   optim::StepLR plain_schedule(*plain, 5, 0.5), zero_schedule(zero, 5, 0.5);
   const TensorList plain_params = plain_model->parameters(), zero_params = zero_model->parameters();
+  const auto& gloo = dynamic_cast<const dist::ProcessGroupGloo&>(dist::default_group());
+  uint64_t plain_bytes = 0, zero_bytes = 0;  // of the gradients' collectives, through Gloo's TCP
   for (int step = 0; step < 20; ++step) {
     plain->zero_grad();
     zero.zero_grad();
+    const uint64_t before_plain = gloo.all_reduce_bytes_through_gloo();
     accumulate_backward(*plain_model, step, micro_batches);
+    const uint64_t before_zero = gloo.all_reduce_bytes_through_gloo();
     accumulate_backward(*zero_model, step, micro_batches);
+    plain_bytes += before_zero - before_plain;
+    zero_bytes += gloo.all_reduce_bytes_through_gloo() - before_zero;
     // The layouts tested reduce-scatter either every bucket or none, so a gradient holds the
     // average exactly when it is owned or every bucket was all-reduced.
     const bool all_reduced = zero.buckets_reduce_scattered() == 0;
@@ -221,6 +230,8 @@ void stage2_beside_plain_ddp(const std::string& optimizer, double bucket_cap_mb,
   expect(difference <= 1e-6, "parameters after 20 steps differ from plain DDP's by " + std::to_string(difference));
   std::cout << "buckets reduce-scattered " << zero.buckets_reduce_scattered() << ", all-reduced "
             << zero.buckets_all_reduced() << "\n";
+  std::cout << "gradient bytes through gloo per step: plain " << plain_bytes / 20 << ", zero-2 " << zero_bytes / 20
+            << "\n";
 }
 
 // Whether `run` throws an sg::Error whose message contains `message`.

@@ -106,8 +106,9 @@ namespace {
 
 // The worker's stage2 scenario on `world` ranks; returns rank 0's output.
 std::string run_stage2(int world, const std::string& optimizer, const std::string& bucket_mb,
-                       const std::string& micro_batches) {
-  const auto result = test::run_ranks(SG_DIST_WORKER_ZERO, world, {"stage2", optimizer, bucket_mb, micro_batches});
+                       const std::string& micro_batches, const std::string& shared_memory = "1") {
+  const auto result = test::run_ranks(SG_DIST_WORKER_ZERO, world, {"stage2", optimizer, bucket_mb, micro_batches},
+                                      {{"SG_SHM_ALLREDUCE", shared_memory}});
   INFO(result.summary());
   CHECK(result.all_succeeded());
   return result.output(0);
@@ -163,4 +164,11 @@ TEST_CASE("ZeRO clip_grad_norm_ refuses a parameter the optimizer does not step"
                        doctest::Contains("ZeroRedundancyOptimizer(SGD).clip_grad_norm_ (rank 0): parameter 0 of shape "
                                          "[5] is not one of this optimizer's"),
                        Error);
+}
+
+TEST_CASE("ZeRO-2 on Gloo's TCP all-reduces the padded staging buffer, more bytes than plain DDP's bucket") {
+  // Gloo's reduce_scatter_tensor is an all-reduce of its input (ProcessGroupGloo): P x 1024
+  // floats of the MLP's one bucket against its 1540. NCCL's reduce-scatter sends less instead.
+  CHECK(test::contains(run_stage2(2, "adamw", "25", "1", "0"), "per step: plain 6160, zero-2 8192"));
+  CHECK(test::contains(run_stage2(3, "adamw", "25", "1", "0"), "per step: plain 6160, zero-2 12288"));
 }
