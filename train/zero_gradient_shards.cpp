@@ -20,10 +20,12 @@
 //     ZeroRedundancyOptimizer::clip_grad_norm_ (each rank's owned squared norm, summed over the
 //     ranks in one all-reduce: the plain run's global norm). Accelerator::clip_grad_norm_ does so.
 //   - the f16 loss scaler: an inf in a gradient another rank owns reaches its owner's average but
-//     not this rank's slices, so the ranks' found_inf could differ. The Accelerator's agreement
-//     all-reduces found_inf whenever some gradient is not holds_average: here, always. A
-//     GradScaler used without an agreement (GradScalerOptions::agree_across_ranks) would let the
-//     ranks disagree on skipping a step: pair stage 2 with the Accelerator, or give it one.
+//     not this rank's slices, so the ranks' found_inf could differ. With zero_shard_gradients the
+//     Accelerator's agreement all-reduces found_inf on every step (holds_average, which differs
+//     from rank to rank here, is not asked). A GradScaler used without an agreement
+//     (GradScalerOptions::agree_across_ranks) would let the ranks disagree on skipping a step, and
+//     the ranks that step would wait in the parameters' all-gather for those that skipped: pair
+//     stage 2 with the Accelerator, or give the scaler an agreement.
 //   - finding the rank an overflow came from: the check runs before the hook, on local gradients,
 //     as before.
 //   - gradient accumulation with no_sync: the hook runs only on the synchronised backward, on the

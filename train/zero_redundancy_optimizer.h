@@ -17,7 +17,9 @@
 // every rank, under plain DDP. Yet after DDP's all-reduce every rank holds the same gradients and
 // computes the same update, so each rank may instead update only a shard of the parameters and
 // keep only that shard's state: 1/N of it on each of N ranks. The parameters and the gradients
-// stay whole on every rank (that is ZeRO stage 1; stages 2 and 3 shard those too).
+// stay whole on every rank (that is ZeRO stage 1; stage 2 shards the gradients, stage 3 the
+// parameters too). reduce_scatter_gradients_hook gives stage 2's communication — each rank
+// receives only its shard's averages — but not its memory: DDP's buckets stay whole.
 //
 // The partition is PyTorch's, by whole parameters: within each param group, the parameters are
 // taken largest first (ties in registration order) and each goes to the rank that owns the fewest
