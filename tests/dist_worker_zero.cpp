@@ -16,9 +16,12 @@
 //                     shared memory: run with SG_SHM_ALLREDUCE=0 to count them).
 //   stage2_accelerator  the Accelerator with zero_shard_gradients: its clip, its found-inf
 //                     agreement, and its refusals (a plain optimizer; an optimizer before the model)
+//   stage2_found_inf  3 ranks, f16 under the Accelerator with zero_shard_gradients: an inf in
+//                     rank 1's gradient of a parameter rank 0 owns; every rank skips that step
 // Exit codes: 0 all checks passed, 1 a result was wrong (printed), 3 an sg::Error (printed).
 #include <functional>
 #include <iostream>
+#include <limits>
 #include <memory>
 #include <string>
 
@@ -279,6 +282,37 @@ void stage2_accelerator() {
   expect(zero.buckets_reduce_scattered() == 3, "each of the 3 backwards reduce-scattered the model's one bucket");
 }
 
+// The inf reaches rank 0's average and stays in rank 1's own slice, but rank 2 holds neither:
+// only the Accelerator's all-reduce of found_inf makes rank 2 skip the step too (without it,
+// rank 2 would step alone and wait in the parameters' all-gather for the others).
+void stage2_found_inf() {
+  const int rank = dist::get_rank();
+  dist::AcceleratorOptions options;
+  options.zero_shard_gradients = true;
+  options.mixed_precision = "f16";
+  dist::Accelerator accelerator(options);
+  auto model = accelerator.prepare(test::ddp::make_mlp(7));
+  dist::ZeroRedundancyOptimizer zero(std::make_unique<optim::AdamW>(model->parameters()));
+  accelerator.prepare(zero);
+  const Tensor owned_by_rank_0 = model->parameters()[2];  // the 32x32 weight, the largest
+  expect(zero.owner(2) == 0 && dist::get_world_size() == 3, "3 ranks, parameter 2 owned by rank 0");
+  const auto [begin, end] = test::ddp::shard(rank, 3, test::ddp::kGlobalBatch);
+  for (int step = 0; step < 4; ++step) {
+    accelerator.zero_grad(zero);
+    const auto [x, y] = test::ddp::batch(step);
+    Tensor loss;
+    {
+      const amp::AutocastGuard autocast = accelerator.autocast();
+      loss = nn::functional::mse_loss((*model)(x.narrow(0, begin, end - begin)), y.narrow(0, begin, end - begin));
+    }
+    // d/dw of sum(w * inf) is inf: this gradient, on rank 1 only.
+    if (step == 2 && rank == 1) loss = loss + (owned_by_rank_0 * std::numeric_limits<double>::infinity()).sum();
+    accelerator.backward(loss);
+    const bool stepped = accelerator.step(zero);
+    expect(stepped == (step != 2), "step " + std::to_string(step) + (stepped ? " was taken" : " was skipped"));
+  }
+}
+
 void partition() {
   TensorList params;
   for (int64_t numel : {10, 40, 30, 20, 5}) params.push_back(randn({numel}).requires_grad_());
@@ -329,6 +363,7 @@ int main(int argc, char** argv) {
     else if (scenario == "accelerator" && argc > 2) accelerator_snapshot(argv[2]);
     else if (scenario == "stage2" && argc > 4) stage2_beside_plain_ddp(argv[2], std::stod(argv[3]), std::stoi(argv[4]));
     else if (scenario == "stage2_accelerator") stage2_accelerator();
+    else if (scenario == "stage2_found_inf") stage2_found_inf();
     else {
       std::cout << "unknown scenario " << scenario << "\n";
       return 2;

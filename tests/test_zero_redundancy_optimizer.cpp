@@ -148,6 +148,12 @@ TEST_CASE("Accelerator with zero_shard_gradients registers the hook, clips throu
   CHECK(result.all_succeeded());
 }
 
+TEST_CASE("Accelerator with zero_shard_gradients skips an f16 step on every rank when an inf reached one owner only") {
+  const auto result = test::run_ranks(SG_DIST_WORKER_ZERO, 3, {"stage2_found_inf"});
+  INFO(result.summary());
+  CHECK(result.all_succeeded());
+}
+
 TEST_CASE("Accelerator refuses zero_shard_gradients together with a communication hook") {
   dist::AcceleratorOptions options;
   options.zero_shard_gradients = true;
