@@ -1,6 +1,6 @@
 #pragma once
-// defines: add_comm_hook_option, add_bucket_mb_option, add_zero_flag — the data-parallel options the
-//          apps and bench_models share, one wording and one check each (docs/ddp.md).
+// defines: add_comm_hook_option, add_bucket_mb_option, add_zero_flag, add_zero_shard_gradients_flag — the
+//          data-parallel options the apps and bench_models share, one wording and one check each (docs/ddp.md).
 #include <CLI/CLI.hpp>
 
 #include <string>
@@ -22,8 +22,16 @@ inline void add_bucket_mb_option(CLI::App& app, double& bucket_mb) {
 }
 
 // --zero: wrap the optimizer in dist::ZeroRedundancyOptimizer.
-inline void add_zero_flag(CLI::App& app, bool& zero) {
-  app.add_flag("--zero", zero,
-               "Under sgrun: ZeRO-1, each process keeps the optimizer state of its shard of the parameters only "
-               "(docs/ddp.md)");
+inline CLI::Option* add_zero_flag(CLI::App& app, bool& zero) {
+  return app.add_flag("--zero", zero,
+                      "Under sgrun: ZeRO-1, each process keeps the optimizer state of its shard of the parameters "
+                      "only (docs/ddp.md)");
+}
+
+// --zero-shard-gradients: AcceleratorOptions::zero_shard_gradients (ZeRO-2's gradients); only with --zero.
+inline void add_zero_shard_gradients_flag(CLI::App& app, bool& shard_gradients, CLI::Option* zero_flag) {
+  app.add_flag("--zero-shard-gradients", shard_gradients,
+               "With --zero: ZeRO-2's gradients, DDP's buckets reduce-scattered so that each process receives the "
+               "average of its shard's gradients only (docs/ddp.md)")
+      ->needs(zero_flag);
 }

@@ -63,6 +63,7 @@ struct Config {
   double bucket_mb = 25;
   int check_replicas_every = 0;
   std::string comm_hook = "no";
+  bool zero_shard_gradients = false;
   bool zero = false;            // ZeRO-1: each process keeps the optimizer state of its shard of the parameters
   std::string amp = "none";     // none, f16 or bf16
   bool amp_debug = false;       // f16: the loss scaler's diagnostics (amp/scaler_diagnostics.h)
@@ -142,6 +143,7 @@ int run(const Config& config) {
   options.ddp.bucket_cap_mb = config.bucket_mb;
   options.ddp.check_replicas_every = config.check_replicas_every;
   options.comm_hook = config.comm_hook;
+  options.zero_shard_gradients = config.zero_shard_gradients;
   options.sync_batchnorm = config.sync_bn;
   options.mixed_precision = config.amp == "none" ? "no" : config.amp;
   SG_CHECK(!config.amp_debug || config.amp == "f16", "--amp-debug reports on the f16 loss scaler: it needs --amp f16, ",
@@ -347,7 +349,7 @@ int main(int argc, char** argv) {
                "Under sgrun: BatchNorm statistics over all processes' batches (SyncBatchNorm)");
   add_bucket_mb_option(app, config.bucket_mb);
   add_comm_hook_option(app, config.comm_hook);
-  add_zero_flag(app, config.zero);
+  add_zero_shard_gradients_flag(app, config.zero_shard_gradients, add_zero_flag(app, config.zero));
   app.add_option(
          "--check-replicas-every", config.check_replicas_every,
          "Under sgrun: every N steps, and before --save and --snapshot write, compare the processes' weights, buffers "

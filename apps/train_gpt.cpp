@@ -61,7 +61,8 @@ struct AppOptions {
   int threads = 1;
   std::string device = "auto";
   std::string comm_hook = "no";
-  bool zero = false;  // ZeRO-1: each process keeps the optimizer state of its shard of the parameters
+  bool zero = false;                  // ZeRO-1: each process keeps the optimizer state of its shard of the parameters
+  bool zero_shard_gradients = false;  // ZeRO-2's gradients: each process receives its shard's average only
   bool generate = false;
   std::string prompt;
   std::string snapshot;
@@ -154,6 +155,7 @@ int train(const RunConfig& config, const AppOptions& app) {
   options.device = app.device;
   options.gradient_accumulation_steps = trainer.gradient_accumulation_steps;
   options.comm_hook = app.comm_hook;
+  options.zero_shard_gradients = app.zero_shard_gradients;
   if (trainer.save_every_steps > 0)
     options.project_config = sg::dist::step_snapshots(trainer.snapshot_path, static_cast<int>(trainer.keep));
   sg::dist::Accelerator accelerator(options);
@@ -384,7 +386,7 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"auto", "cpu", "cuda"}))
       ->capture_default_str();
   add_comm_hook_option(cli, app.comm_hook);
-  add_zero_flag(cli, app.zero);
+  add_zero_shard_gradients_flag(cli, app.zero_shard_gradients, add_zero_flag(cli, app.zero));
   cli.add_flag("--generate", app.generate, "Sample from --snapshot instead of training");
   cli.add_option("--prompt", app.prompt, "--generate: the text to continue");
   cli.add_option("--snapshot", app.snapshot, "--generate: a snapshot train_gpt wrote")->check(CLI::ExistingFile);

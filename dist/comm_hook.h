@@ -5,6 +5,7 @@
 //          the story (Note [Communication hooks] in dist/reducer.cpp).
 #include <cstddef>
 #include <functional>
+#include <vector>
 
 #include "core/tensor.h"
 #include "dist/process_group.h"
@@ -21,7 +22,8 @@ public:
         bucket_count_(bucket_count),
         buffer_(std::move(buffer)),
         parameters_(std::move(parameters)),
-        gradients_(std::move(gradients)) {}
+        gradients_(std::move(gradients)),
+        averaged_(gradients_.size(), true) {}
 
   // Buckets are sent in index order, 0 first, the same on every rank.
   size_t index() const { return index_; }
@@ -35,14 +37,23 @@ public:
   const TensorList& parameters() const { return parameters_; }
   const TensorList& gradients() const { return gradients_; }
 
+  // A hook that averages only some of the gradients (ZeRO stage 2 averages only those of the
+  // parameters this rank's optimizer shard steps: train/zero_redundancy_optimizer.h) names the
+  // others, by position in gradients(), when it is called: they keep this rank's own sum, and
+  // Reducer::holds_average answers false for them, so that nothing takes them for the average.
+  void leave_unaveraged(size_t position) { averaged_.at(position) = false; }
+  bool is_averaged(size_t position) const { return averaged_.at(position); }
+
 private:
   size_t index_, bucket_count_;
   Tensor buffer_;
   TensorList parameters_, gradients_;
+  std::vector<bool> averaged_;  // per gradient: what the hook's Work leaves there is the average
 };
 
 // A communication hook starts whatever collectives it likes on `group` for `bucket` and returns
-// a Work whose wait() leaves the averaged gradients in bucket.buffer(). DDP calls it once per
+// a Work whose wait() leaves the averaged gradients in bucket.buffer() (all of them, but those
+// it named with leave_unaveraged). DDP calls it once per
 // bucket per synchronised backward, in bucket order, on the thread that runs backward; every
 // rank must register the same hook, since each rank must issue the same collectives.
 using CommHook = std::function<WorkPtr(ProcessGroup& group, GradBucket& bucket)>;

@@ -80,7 +80,8 @@ Reducer::Reducer(TensorList params, std::vector<std::string> names, ProcessGroup
       find_unused_parameters_(find_unused_parameters),
       bucket_of_(params_.size()),
       slot_of_(params_.size()),
-      ready_(params_.size(), false) {
+      ready_(params_.size(), false),
+      averaged_by_hook_(params_.size(), true) {
   for (const auto& members : assign_buckets(params_, bucket_cap_bytes)) {
     Bucket bucket;
     int64_t numel = 0;
@@ -211,6 +212,8 @@ WorkPtr Reducer::run_comm_hook(size_t b) {
   SG_CHECK(work != nullptr, "DistributedDataParallel (rank ", group_.rank(), "): the communication hook returned no ",
            "Work for bucket ", b, " (", bucket.buffer.numel(), " gradient values); it must return the Work whose ",
            "wait() leaves their average in bucket.buffer()");
+  for (size_t slot = 0; slot < bucket.params.size(); ++slot)
+    averaged_by_hook_[bucket.params[slot]] = grad_bucket.is_averaged(slot);
   return work;
 }
 
@@ -272,9 +275,19 @@ void Reducer::finish_with_unused_parameters(const std::vector<size_t>& unused) {
 }
 
 bool Reducer::holds_average(const Tensor& grad) const {
-  return averaged_ && grad.defined() && std::any_of(buckets_.begin(), buckets_.end(), [&](const Bucket& bucket) {
-           return grad.storage() == bucket.buffer.storage();
-         });
+  if (!averaged_ || !grad.defined()) return false;
+  for (const Bucket& bucket : buckets_) {
+    if (grad.storage() != bucket.buffer.storage()) continue;
+    // Every parameter's gradient that `grad` overlaps must have been averaged.
+    const int64_t begin = grad.storage_offset(), end = begin + grad.numel();
+    for (size_t slot = 0; slot < bucket.params.size(); ++slot) {
+      const int64_t slot_begin = bucket.views[slot].storage_offset();
+      const bool overlaps = begin < slot_begin + bucket.views[slot].numel() && slot_begin < end;
+      if (overlaps && !averaged_by_hook_[bucket.params[slot]]) return false;
+    }
+    return true;
+  }
+  return false;
 }
 
 }  // namespace sg::dist

@@ -72,7 +72,8 @@ public:
   const std::vector<Bucket>& buckets() const { return buckets_; }
 
   // Whether `grad` lies in a bucket and the last backward was synchronised, so that it holds
-  // the average over every rank (unless someone changed it since on this rank alone).
+  // the average over every rank (unless someone changed it since on this rank alone). False for
+  // a gradient the communication hook left unaveraged (GradBucket::leave_unaveraged).
   bool holds_average(const Tensor& grad) const;
   // How many synchronised backwards have finished: the same count on every rank, since each one
   // all-reduces with all of them (DDP's replica check counts its steps by it).
@@ -106,9 +107,10 @@ private:
   ProcessGroup& group_;
   bool find_unused_parameters_;
   std::vector<Bucket> buckets_;
-  std::vector<size_t> bucket_of_;  // per parameter: its bucket
-  std::vector<size_t> slot_of_;    // per parameter: its position within the bucket
-  std::vector<bool> ready_;        // per parameter, this backward
+  std::vector<size_t> bucket_of_;       // per parameter: its bucket
+  std::vector<size_t> slot_of_;         // per parameter: its position within the bucket
+  std::vector<bool> ready_;             // per parameter, this backward
+  std::vector<bool> averaged_by_hook_;  // per parameter: not left unaveraged by the hook, last backward
   size_t next_bucket_to_launch_ = 0;
   bool sync_ = true;
   bool expecting_backward_ = false;  // set by prepare_for_backward, cleared by finalize

@@ -55,20 +55,23 @@ Run train_gpt(const std::vector<std::string>& args, int processes = 1) {
   return test::run_app(SG_TRAIN_GPT, args, processes);
 }
 
-// The eval_loss column of the CSV log, one value per epoch.
-std::vector<double> eval_losses(const std::string& csv) {
+// Column `column` of the CSV log (step,epoch,loss,eval_loss,grad_norm,scale), its non-empty cells.
+std::vector<double> csv_column(const std::string& csv, size_t column) {
   std::istringstream lines(test::read_text(csv));
   std::string line;
   std::vector<double> out;
-  std::getline(lines, line);  // step,epoch,loss,eval_loss,grad_norm,scale
+  std::getline(lines, line);  // the header
   while (std::getline(lines, line)) {
     std::vector<std::string> cells;
     std::istringstream row(line);
     for (std::string cell; std::getline(row, cell, ',');) cells.push_back(cell);
-    if (cells.size() > 3 && !cells[3].empty()) out.push_back(std::stod(cells[3]));
+    if (cells.size() > column && !cells[column].empty()) out.push_back(std::stod(cells[column]));
   }
   return out;
 }
+
+// The eval_loss column of the CSV log, one value per epoch.
+std::vector<double> eval_losses(const std::string& csv) { return csv_column(csv, 3); }
 
 // The step column of the CSV log's last row.
 int64_t last_step(const std::string& csv) {
@@ -424,4 +427,42 @@ TEST_CASE("train_gpt --zero on 2 processes trains to plain DDP's weights while e
     REQUIRE(sharded.tensors.count(name) == 1);
     CHECK(test::max_abs_diff(tensor, sharded.tensors.at(name)) == 0);
   }
+}
+
+TEST_CASE("train_gpt --zero-shard-gradients on 2 processes trains as --zero alone and says ZeRO-2 on its start line") {
+  test::TempDir dir;
+  std::vector<std::string> args = small_run(dir.path(), "zero1", 8, 2);
+  args.push_back("--zero");
+  REQUIRE(train_gpt(args, 2).exit_code == 0);
+  args = small_run(dir.path(), "zero2", 8, 2);
+  args.insert(args.end(), {"--zero", "--zero-shard-gradients"});
+  const Run sharded = train_gpt(args, 2);
+  INFO(sharded.output);
+  REQUIRE(sharded.exit_code == 0);
+  CHECK(
+      test::contains(sharded.output, "ZeRO-2 (gradients reduce-scattered) over 2 processes: optimizer state per rank"));
+  // The same averages; only the clip's global norm is summed in another order (shard by shard),
+  // so f32 rounding is all that may differ. The log prints 6 decimals.
+  for (size_t column : {2, 3, 4}) {  // loss, eval_loss, grad_norm
+    CAPTURE(column);
+    const std::vector<double> zero1 = csv_column(dir.path() + "/zero1.csv", column);
+    const std::vector<double> zero2 = csv_column(dir.path() + "/zero2.csv", column);
+    REQUIRE(zero1.size() == zero2.size());
+    REQUIRE(!zero1.empty());
+    for (size_t i = 0; i < zero1.size(); ++i) CHECK(std::abs(zero1[i] - zero2[i]) <= 2e-6 + 1e-5 * std::abs(zero1[i]));
+  }
+  CHECK(weight_difference(dir.path() + "/zero1.safetensors", dir.path() + "/zero2.safetensors") <= 1e-5);
+}
+
+TEST_CASE("train_gpt refuses --zero-shard-gradients without --zero, and beside a --comm-hook") {
+  test::TempDir dir;
+  std::vector<std::string> args = small_run(dir.path(), "r", 8, 1);
+  args.push_back("--zero-shard-gradients");
+  Run run = train_gpt(args);
+  CHECK(run.exit_code != 0);
+  CHECK(test::contains(run.output, "--zero-shard-gradients requires --zero"));
+  args.insert(args.end(), {"--zero", "--comm-hook", "fp16"});
+  run = train_gpt(args);
+  CHECK(run.exit_code != 0);
+  CHECK(test::contains(run.output, "so it cannot also send them through comm_hook \"fp16\"; set comm_hook to \"no\""));
 }

@@ -189,6 +189,10 @@ Accelerator::Accelerator(const AcceleratorOptions& options)
            "Accelerator: amp_diagnostics reports on the f16 loss scaler, but mixed_precision is \"",
            options_.mixed_precision, "\"; use \"f16\" (bf16 has f32's range: it neither overflows nor needs a scaler)");
   comm_hook_ = builtin_comm_hook(options_.comm_hook);  // an unknown name fails here, before any model
+  SG_CHECK(!options_.zero_shard_gradients || comm_hook_ == nullptr,
+           "Accelerator: zero_shard_gradients sends DDP's buckets through the ZeRO optimizer's reduce-scatter hook, "
+           "so it cannot also send them through comm_hook \"",
+           options_.comm_hook, "\"; set comm_hook to \"no\"");
   SG_CHECK(options_.gradient_accumulation_steps >= 1,
            "Accelerator: gradient_accumulation_steps must be at least 1, got ", options_.gradient_accumulation_steps);
   SG_CHECK(options_.project_config.total_limit >= 0,
@@ -250,6 +254,17 @@ std::shared_ptr<nn::Module> Accelerator::prepare(std::shared_ptr<nn::Module> mod
 optim::Optimizer& Accelerator::prepare(optim::Optimizer& optimizer) {
   check_agreement(optimizer_settings(optimizer));
   optimizer_ = &optimizer;
+  if (options_.zero_shard_gradients && num_processes() > 1) {
+    auto* zero = dynamic_cast<ZeroRedundancyOptimizer*>(&optimizer);
+    SG_CHECK(zero != nullptr,
+             "Accelerator: zero_shard_gradients reduce-scatters the gradients of a "
+             "dist::ZeroRedundancyOptimizer's shards, but the prepared optimizer is a plain ",
+             optimizer.type_name(), "; wrap it in a ZeroRedundancyOptimizer first");
+    SG_CHECK(!ddp_models_.empty(), "Accelerator: zero_shard_gradients hands the ZeRO optimizer's gradient hook to the ",
+             "models prepare() wrapped in DDP, but none was prepared yet; prepare(model) before prepare(optimizer)");
+    for (const auto& weak : ddp_models_)
+      if (const auto ddp = weak.lock()) ddp->register_comm_hook(zero->reduce_scatter_gradients_hook());
+  }
   return optimizer;
 }
 
@@ -420,8 +435,11 @@ void Accelerator::zero_grad(optim::Optimizer& optimizer) {
 // it — so it looks only at what the ranks share: which gradients are bucket views, and whether the
 // last backward was synchronised. A gradient changed on one rank alone after backward is not
 // noticed; the replicas would drift apart from that change anyway.
+//
+// ZeRO-2's hook averages each gradient on its owner only (holds_average differs from rank to rank
+// there), so with zero_shard_gradients the answer is no on every rank.
 bool Accelerator::gradients_averaged_by_ddp(const TensorList& gradients) const {
-  if (gradients.empty()) return false;
+  if (gradients.empty() || options_.zero_shard_gradients) return false;
   return std::all_of(gradients.begin(), gradients.end(), [&](const Tensor& grad) {
     return std::any_of(ddp_models_.begin(), ddp_models_.end(), [&](const auto& weak) {
       const auto ddp = weak.lock();
@@ -451,6 +469,8 @@ double Accelerator::clip_grad_norm_(const TensorList& params, double max_norm, d
            "Accelerator::clip_grad_norm_: called on a micro-batch that does not end its gradient "
            "accumulation, whose gradients are only part of the sum; clip when sync_gradients()");
   unscale_gradients();
+  if (auto* zero = dynamic_cast<ZeroRedundancyOptimizer*>(optimizer_); zero != nullptr && zero->shards_gradients())
+    return zero->clip_grad_norm_(params, max_norm, norm_type);
   return optim::clip_grad_norm_(params, max_norm, norm_type);
 }
 

@@ -85,6 +85,12 @@ struct AcceleratorOptions {
   // through a hook), "fp16" or "bf16" (gradients sent in 16 bits: half the bytes, rounded;
   // dist/default_hooks.h, docs/ddp.md).
   std::string comm_hook = "no";
+  // ZeRO stage 2's gradients: prepare(optimizer) of a ZeroRedundancyOptimizer registers its
+  // reduce_scatter_gradients_hook on the models prepare() wrapped in DDP (so comm_hook must be
+  // "no"), and clip_grad_norm_ goes through its clip. Only with more than one process; there, the
+  // optimizer must be a ZeroRedundancyOptimizer. Note [ZeRO-2: each rank receives only its shard's
+  // gradients] in train/zero_gradient_shards.cpp.
+  bool zero_shard_gradients = false;
   // Where the model, the batches and the gradient all-reduce live. "auto": the GPU of this
   // process's LOCAL_RANK when CUDA is available, else the CPU (when the program joined a process
   // group itself: that group's device); "cpu"; "cuda": the GPU of LOCAL_RANK, an error naming the
@@ -141,7 +147,8 @@ public:
   // before or after sees the moved ones): wrapped in DistributedDataParallel when there is more
   // than one process.
   std::shared_ptr<nn::Module> prepare(std::shared_ptr<nn::Module> model);
-  // Registers the optimizer (and scheduler) whose state save_state / load_state carry.
+  // Registers the optimizer (and scheduler) whose state save_state / load_state carry; with
+  // zero_shard_gradients, hands its gradient hook to the DDP models prepared before it.
   optim::Optimizer& prepare(optim::Optimizer& optimizer);
   optim::LRScheduler& prepare(optim::LRScheduler& scheduler);
   // A loader over this process's share of `dataset`: a DistributedSampler (shuffled by
@@ -212,8 +219,10 @@ public:
   bool gradients_averaged_by_ddp(const TensorList& gradients) const;
   // optim::clip_grad_norm_ / clip_grad_value_ over `params`, on the true gradients (unscaled
   // first); the norm's return is the total norm. Gradients are identical on every rank after
-  // backward, so every rank clips alike. An error while !sync_gradients(): the gradients are
-  // only part of the sum then (clip inside `if (accelerator.sync_gradients())`, as with Accelerate).
+  // backward, so every rank clips alike. With zero_shard_gradients the norm comes from
+  // ZeroRedundancyOptimizer::clip_grad_norm_, as each rank holds the average of its shard only.
+  // An error while !sync_gradients(): the gradients are only part of the sum then (clip inside
+  // `if (accelerator.sync_gradients())`, as with Accelerate).
   double clip_grad_norm_(const TensorList& params, double max_norm, double norm_type = 2.0);
   void clip_grad_value_(const TensorList& params, double clip_value);
   const amp::GradScaler& scaler() const { return scaler_; }
@@ -327,8 +336,8 @@ private:
   CommHook comm_hook_;  // options_.comm_hook's, empty for "no"
   optim::Optimizer* optimizer_ = nullptr;
   optim::LRScheduler* scheduler_ = nullptr;
-  LoaderTracker loaders_;  // the prepared loaders and the batch in progress
-  std::vector<std::weak_ptr<const DistributedDataParallel>> ddp_models_;  // what prepare(model) wrapped
+  LoaderTracker loaders_;                                           // the prepared loaders and the batch in progress
+  std::vector<std::weak_ptr<DistributedDataParallel>> ddp_models_;  // what prepare(model) wrapped
   bool sync_gradients_ = true;
   int64_t micro_batches_ = 0;  // accumulate() calls outside a loop, modulo gradient_accumulation_steps
   std::unique_ptr<data::SummaryWriter> tracker_ = std::make_unique<data::SummaryWriter>();

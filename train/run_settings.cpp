@@ -10,6 +10,7 @@ RunFingerprint accelerator_settings(const AcceleratorOptions& options) {
   RunFingerprint settings;
   settings.add("accelerator.mixed_precision", options.mixed_precision);
   settings.add("accelerator.comm_hook", options.comm_hook);  // ranks that differ issue different collectives
+  settings.add("accelerator.zero_shard_gradients", options.zero_shard_gradients);
   settings.add("accelerator.gradient_accumulation_steps", options.gradient_accumulation_steps);
   settings.add("accelerator.split_batches", options.split_batches);
   settings.add("accelerator.even_batches", options.even_batches);

@@ -64,6 +64,7 @@ ZeroRedundancyOptimizer::ZeroRedundancyOptimizer(std::unique_ptr<optim::Optimize
     SG_CHECK(p.is_contiguous(), type_name(), ": parameter ", i, " of shape ", shape_str(p.sizes()),
              " is not contiguous");
   }
+  for (size_t i = 0; i < params_.size(); ++i) index_of_[params_[i].impl()] = i;
   partition();
   check_same_parameters_on_every_rank();
   const optim::OptimizerState existing = optimizer_->state_dict();
@@ -234,7 +235,8 @@ std::string zero_sharding_note(const optim::Optimizer& optimizer, int state_tens
     elements << (r > 0 ? " | " : "") << zero->shard_numel(r);
   }
   megabytes << " of " << static_cast<double>(zero->total_numel()) * bytes_per_element / 1e6;
-  return ", ZeRO-1 over " + std::to_string(world) + " processes: optimizer state per rank " + megabytes.str() +
+  return std::string(zero->shards_gradients() ? ", ZeRO-2 (gradients reduce-scattered)" : ", ZeRO-1") + " over " +
+         std::to_string(world) + " processes: optimizer state per rank " + megabytes.str() +
          " MB (whole parameters: " + elements.str() + " of " + std::to_string(zero->total_numel()) + " elements)";
 }
 
