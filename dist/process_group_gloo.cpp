@@ -96,6 +96,15 @@ void divide_in_place(T* data, int64_t n, int divisor) {
   for (int64_t i = 0; i < n; ++i) data[i] = T(static_cast<Math>(data[i]) / static_cast<Math>(divisor));
 }
 
+// AVG's division by the group size, for a reduction to finish with (SharedMemoryAllReduce's
+// FinishFunction); empty for the other ops.
+template <typename T>
+SharedMemoryAllReduce::FinishFunction division_for(ReduceOp op, int world) {
+  if constexpr (std::is_same_v<T, bool>) return {};
+  else if (op != ReduceOp::AVG) return {};
+  else return [world](void* data, size_t n) { divide_in_place(static_cast<T*>(data), static_cast<int64_t>(n), world); };
+}
+
 uint8_t* bytes_of(const Tensor& t) { return static_cast<uint8_t*>(t.raw_data()); }
 size_t nbytes_of(const Tensor& t) { return static_cast<size_t>(t.numel()) * t.element_size(); }
 
@@ -342,12 +351,7 @@ void ProcessGroupGloo::all_reduce_now(const Tensor& t, ReduceOp op, uint32_t tag
     };
     // AVG divides the sum by the group size: through shared memory each slice's rank divides it
     // as it finishes it; on the other paths every rank divides the whole tensor afterwards.
-    SharedMemoryAllReduce::FinishFunction divide;
-    if constexpr (!std::is_same_v<T, bool>)
-      if (op == ReduceOp::AVG)
-        divide = [world = size()](void* data, size_t n) {
-          divide_in_place(static_cast<T*>(data), static_cast<int64_t>(n), world);
-        };
+    const SharedMemoryAllReduce::FinishFunction divide = division_for<T>(op, size());
     if (shared_memory_) {
       shared_memory_->all_reduce(t.raw_data(), static_cast<size_t>(t.numel()), sizeof(T), reduce_function<T>(op),
                                  timeout, divide);
@@ -470,10 +474,10 @@ WorkPtr ProcessGroupGloo::start_scatter(Tensor& output, const std::vector<Tensor
 // Note [Gloo's reduce-scatter is an all-reduce]
 // Gloo's own reduce-scatter (gloo/reduce_scatter.h) is an old-style algorithm object that takes
 // Gloo's fixed reduction functions (no bool "or", no f16 rounding as here) and the timeout its
-// pairs were connected with. So the whole input is all-reduced — through the same path as
-// all_reduce, shared memory included, so every dtype and op reduces alike — and each rank keeps
-// its chunk. That sends about twice a true reduce-scatter's bytes; on one machine, through shared
-// memory, the difference is a copy.
+// pairs were connected with. So across machines the whole input is all-reduced — through the same
+// path as all_reduce, so every dtype and op reduces alike — and each rank keeps its chunk: about
+// twice a true reduce-scatter's bytes. On one machine the shared memory does a true one (each rank
+// reduces its chunk only: SharedMemoryAllReduce::reduce_scatter), and all-gathers too.
 WorkPtr ProcessGroupGloo::start_reduce_scatter_tensor(Tensor& output, const Tensor& input, ReduceOp op) {
   const Tensor out = output, in = input;
   const std::chrono::milliseconds timeout = timeout_;
@@ -482,6 +486,14 @@ WorkPtr ProcessGroupGloo::start_reduce_scatter_tensor(Tensor& output, const Tens
       [this, out, in, op, timeout](uint32_t tag) {
         const size_t bytes = nbytes_of(out);
         if (bytes == 0) return;
+        if (shared_memory_) {  // each rank reduces only its chunk
+          SG_DISPATCH_ALL(in.dtype(), "reduce_scatter_tensor", [&]<typename T>() {
+            shared_memory_->reduce_scatter(in.raw_data(), out.raw_data(), static_cast<size_t>(out.numel()), sizeof(T),
+                                           reduce_function<T>(op), timeout, division_for<T>(op, size()));
+          });
+          return;
+        }
+        // Gloo has no reduce-scatter: all-reduce the whole input and keep our chunk.
         const Tensor reduced = empty({in.numel()}, {in.dtype(), Device::cpu()});
         std::memcpy(bytes_of(reduced), bytes_of(in), nbytes_of(in));
         all_reduce_now(reduced, op, tag, timeout);
@@ -495,6 +507,8 @@ WorkPtr ProcessGroupGloo::start_all_gather_into_tensor(Tensor& output, const Ten
   return enqueue({CollectiveOp::all_gather_into_tensor, -1, static_cast<int>(in.dtype()), -1, in.sizes()},
                  [this, out, in, timeout](uint32_t tag) {
                    if (in.numel() == 0) return;
+                   if (shared_memory_)
+                     return shared_memory_->all_gather(in.raw_data(), out.raw_data(), nbytes_of(in), timeout);
                    gloo::AllgatherOptions options(context_);
                    options.setInput(bytes_of(in), nbytes_of(in));
                    options.setOutput(bytes_of(out), nbytes_of(out));

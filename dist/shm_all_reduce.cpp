@@ -524,4 +524,61 @@ void SharedMemoryAllReduce::broadcast(void* data, size_t bytes, int root, std::c
   }
 }
 
+void SharedMemoryAllReduce::round_through_inputs(const std::function<void()>& fill, const std::function<void()>& use,
+                                                 std::chrono::steady_clock::time_point deadline) {
+  const uint32_t round = ++round_;
+  fill();
+  raise_counter(header(rank_).arrived, round);
+  for (int r = 0; r < size_; ++r) {
+    if (r == rank_) continue;
+    wait_for(r, Stage::arrived, round, deadline);
+    check_same_call(r);
+  }
+  use();
+  raise_counter(header(rank_).reduced, round);
+  for (int r = 0; r < size_; ++r)
+    if (r != rank_) wait_for(r, Stage::reduced, round, deadline);
+}
+
+// Each round carries the same stretch of every chunk: the input area holds size() pieces, the
+// one for rank d at slot d, and rank r reduces slot r of every rank's area into its output.
+void SharedMemoryAllReduce::reduce_scatter(const void* input, void* output, size_t count, size_t element_size,
+                                           const ReduceFunction& reduce, std::chrono::milliseconds timeout,
+                                           const FinishFunction& finish) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  const auto* in = static_cast<const char*>(input);
+  const size_t per_round = kChunkBytes / element_size / static_cast<size_t>(size_);
+  announce_call(count * element_size * static_cast<size_t>(size_), 0, 0);
+  for (size_t first = 0; first < count; first += per_round) {
+    const size_t n = std::min(per_round, count - first), piece = n * element_size;
+    char* out = static_cast<char*>(output) + first * element_size;
+    const size_t slot = static_cast<size_t>(rank_) * piece;
+    const auto fill = [&] {
+      for (size_t d = 0; d < static_cast<size_t>(size_); ++d)
+        std::memcpy(this->input(rank_) + d * piece, in + (d * count + first) * element_size, piece);
+    };
+    const auto use = [&] {
+      reduce(out, this->input(0) + slot, this->input(1) + slot, n);
+      for (int r = 2; r < size_; ++r) reduce(out, out, this->input(r) + slot, n);
+      if (finish) finish(out, n);
+    };
+    round_through_inputs(fill, use, deadline);
+  }
+}
+
+void SharedMemoryAllReduce::all_gather(const void* input, void* output, size_t bytes,
+                                       std::chrono::milliseconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  announce_call(bytes, 0, 0);
+  for (size_t first = 0; first < bytes; first += kChunkBytes) {
+    const size_t n = std::min(kChunkBytes, bytes - first);
+    const auto fill = [&] { std::memcpy(this->input(rank_), static_cast<const char*>(input) + first, n); };
+    const auto use = [&] {
+      for (int r = 0; r < size_; ++r)
+        std::memcpy(static_cast<char*>(output) + static_cast<size_t>(r) * bytes + first, this->input(r), n);
+    };
+    round_through_inputs(fill, use, deadline);
+  }
+}
+
 }  // namespace sg::dist

@@ -81,6 +81,15 @@ public:
   // rounds as all_reduce (the last stage of the hierarchical all-reduce); errors as all_reduce's.
   void broadcast(void* data, size_t bytes, int root, std::chrono::milliseconds timeout);
 
+  // ProcessGroup::reduce_scatter_tensor: `input` holds size() chunks of `count` elements, and this
+  // rank's `output` gets the reduction over the ranks of chunk `rank`, each element reduced once
+  // (then finished, as all_reduce's) by the rank that keeps it; errors as all_reduce's.
+  void reduce_scatter(const void* input, void* output, size_t count, size_t element_size, const ReduceFunction& reduce,
+                      std::chrono::milliseconds timeout, const FinishFunction& finish = {});
+  // ProcessGroup::all_gather_into_tensor: chunk r of `output` (size() chunks of `bytes`) gets
+  // rank r's `bytes` at `input`; errors as all_reduce's.
+  void all_gather(const void* input, void* output, size_t bytes, std::chrono::milliseconds timeout);
+
   // The bytes each rank's segment carries per round (the chunk size).
   static constexpr size_t kChunkBytes = size_t{4} << 20;
 
@@ -105,6 +114,10 @@ private:
   std::shared_ptr<SharedBuffer> buffer_holding(const void* data, size_t bytes);
   void all_reduce_through_segments(char* data, size_t count, size_t element_size, const ReduceFunction& reduce,
                                    const FinishFunction& finish, std::chrono::steady_clock::time_point deadline);
+  // One round of reduce_scatter or all_gather: `fill` writes our input area, every rank arrives,
+  // `use` reads everyone's, and every rank has used them before anybody's is written again.
+  void round_through_inputs(const std::function<void()>& fill, const std::function<void()>& use,
+                            std::chrono::steady_clock::time_point deadline);
   void all_reduce_in_place(const SharedBuffer& buffer, size_t offset, size_t count, size_t element_size,
                            const ReduceFunction& reduce, const FinishFunction& finish,
                            std::chrono::steady_clock::time_point deadline);

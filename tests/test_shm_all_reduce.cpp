@@ -156,6 +156,37 @@ TEST_CASE(
 }
 
 TEST_CASE(
+    "shared-memory reduce-scatter and all-gather: 3 ranks, several rounds, each rank its chunk's sum, then "
+    "every chunk") {
+  constexpr int kRanks = 3;
+  const size_t count = SharedMemoryAllReduce::kChunkBytes / sizeof(float) / kRanks * 2 + 333;  // 3 rounds
+  std::vector<std::vector<float>> inputs(kRanks), scattered(kRanks), gathered(kRanks);
+  const auto errors = on_threads(kRanks, [&](int rank, TcpStore& store) {
+    auto shm = connect(store, rank, kRanks);
+    std::vector<float> input(kRanks * count), chunk(count), everyone(kRanks * count);
+    for (size_t i = 0; i < input.size(); ++i) input[i] = rough_value(i, rank, 0);
+    inputs[rank] = input;
+    shm->reduce_scatter(input.data(), chunk.data(), count, sizeof(float), add_floats, 5000ms, divide_floats_by_3);
+    shm->all_gather(chunk.data(), everyone.data(), count * sizeof(float), 5000ms);
+    scattered[rank] = chunk;
+    gathered[rank] = everyone;
+  });
+  CHECK(errors == std::vector<std::string>(kRanks));
+  for (int rank = 0; rank < kRanks; ++rank) {
+    CAPTURE(rank);
+    bool chunk_right = true, gathered_right = true;
+    for (size_t i = 0; i < count; ++i) {
+      const size_t at = static_cast<size_t>(rank) * count + i;
+      chunk_right = chunk_right && scattered[rank][i] == ((inputs[0][at] + inputs[1][at]) + inputs[2][at]) / 3.0f;
+    }
+    for (size_t i = 0; i < kRanks * count; ++i)
+      gathered_right = gathered_right && gathered[rank][i] == scattered[i / count][i % count];
+    CHECK(chunk_right);
+    CHECK(gathered_right);
+  }
+}
+
+TEST_CASE(
     "shared-memory all-reduce in place: ranks that pass other places of a buffer, or one of their own, are "
     "told so") {
   const auto offsets = on_threads(2, [&](int rank, TcpStore& store) {

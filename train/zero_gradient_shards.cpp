@@ -40,12 +40,12 @@
 // P*C <= 2 * the bucket's element count. Whole parameters make some buckets lopsided — a bucket
 // that one rank owns entirely has C = its size, P*C = P times it — so a bucket beyond that bound
 // is all-reduced as under ZeRO-1 (its gradients all averaged); buckets_all_reduced() counts them.
-// So does a bucket holding a parameter this optimizer does not step. Gloo has no reduce-scatter
-// of its own here (ProcessGroupGloo::start_reduce_scatter_tensor all-reduces the staging buffer
-// and keeps a chunk), so on Gloo stage 2 moves more bytes than stage 1, not fewer; NCCL's
-// reduce-scatter is the real one. On either, the other half of ZeRO-2's saving — the gradient
-// memory, each rank keeping only its shard's — is not taken: the buckets stay whole, as DDP
-// allocates them.
+// So does a bucket holding a parameter this optimizer does not step. Across machines Gloo has no
+// reduce-scatter of its own here (ProcessGroupGloo::start_reduce_scatter_tensor all-reduces the
+// staging buffer and keeps a chunk), so there stage 2 moves more bytes than stage 1, not fewer;
+// on one machine the shared memory's reduce-scatter and NCCL's are real ones. On all, the other half of ZeRO-2's saving
+// — the gradient memory, each rank keeping only its shard's — is not taken: the buckets stay whole, as DDP allocates
+// them.
 #include <algorithm>
 #include <cmath>
 
