@@ -247,6 +247,7 @@ int run(const Config& config) {
     const std::string label = "epoch " + std::to_string(epoch + 1) + "/" + std::to_string(config.epochs);
     sg::data::ProgressBar bar(accelerator.optimizer_steps_per_epoch(train_loader), label, "img", progress_out);
     double loss_sum = 0;
+    int64_t batches_run = 0;  // fewer than train_loader.size() in an epoch resumed part-way
     for (const sg::data::Batch& batch : train_loader) {
       const auto accumulation = accelerator.accumulate(*model);  // one step per --gradient-accumulation-steps
       sg::Tensor loss;
@@ -257,6 +258,7 @@ int run(const Config& config) {
       accelerator.backward(loss);
       const double loss_value = loss.item();  // this micro-batch's mean (backward weighs a copy)
       loss_sum += loss_value;
+      ++batches_run;
       const bool ends_step = accelerator.sync_gradients();
       bar.update(ends_step ? 1 : 0, batch.input.size(0) * accelerator.num_processes(), {{"loss", loss_value}});
       if (!ends_step) {  // the gradients add up until the accumulation's last micro-batch
@@ -277,7 +279,7 @@ int run(const Config& config) {
     }
     bar.finish();
     scheduler.step();
-    const double train_loss = mean_over_ranks(accelerator, loss_sum, train_loader.size());
+    const double train_loss = mean_over_ranks(accelerator, loss_sum, batches_run);
     const int64_t correct = count_correct(accelerator, *model, val_loader);
     const double accuracy = 100.0 * static_cast<double>(correct) / static_cast<double>(val_set->size());
     accelerator.print("epoch ", epoch + 1, "/", config.epochs, ": train loss ", format_fixed(train_loss, 4),
