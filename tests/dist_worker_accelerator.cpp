@@ -299,6 +299,15 @@ void failed_main_process(const std::string& out) {
   } catch (const std::exception& e) {
     std::cout << rank_name() << " caught: " << e.what() << "\n";
   }
+  // A load that fails on one rank only (its file is missing) fails on every rank.
+  accelerator.save_state(out + "/state.safetensors", *model);
+  try {
+    accelerator.load_state(out + (accelerator.process_index() == 1 ? "/missing.safetensors" : "/state.safetensors"),
+                           *model);
+    std::cout << rank_name() << ": load_state returned\n";
+  } catch (const std::exception& e) {
+    std::cout << rank_name() << " caught: " << e.what() << "\n";
+  }
   try {
     accelerator.main_process_first([&] {
       std::cout << rank_name() << " runs the work\n";

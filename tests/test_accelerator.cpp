@@ -395,7 +395,7 @@ double parameter_difference(const std::string& a, const std::string& b) {
 
 }  // namespace
 
-TEST_CASE("a snapshot or a main_process_first that fails on the main process stops every rank at once, quoting it") {
+TEST_CASE("a snapshot, a load or a main_process_first that fails on one rank stops every rank at once, quoting it") {
   test::TempDir out;
   const test::RankResults result = run_scenario(3, {"failed_main_process", out.path()});
   // The main process's own error, then the others' quoting it; nobody waits for a timeout.
@@ -412,6 +412,15 @@ TEST_CASE("a snapshot or a main_process_first that fails on the main process sto
     CHECK_FALSE(test::contains(output, "runs the work"));
   }
   CHECK(test::contains(result.output(0), "rank 0 runs the work"));
+  // The load fails on rank 1 only; the others restore their state and throw too.
+  CHECK(test::contains(result.output(1), "rank 1 caught: "));
+  CHECK(test::contains(result.output(1), "missing.safetensors"));
+  for (int rank : {0, 2}) {
+    CAPTURE(rank);
+    CHECK(
+        test::contains(result.output(rank), "caught: Accelerator::load_state failed on rank 1, so every rank stops: "));
+    CHECK_FALSE(test::contains(result.output(rank), "load_state returned"));
+  }
 }
 
 TEST_CASE("gather_for_metrics batch by batch on 3 ranks returns exactly the data set, in the sampler's order") {

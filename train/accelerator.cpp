@@ -658,7 +658,12 @@ void Accelerator::save_state(const std::string& path, nn::Module& model, optim::
 optim::Metadata Accelerator::load_state(const std::string& path, nn::Module& model) {
   const StateBeforeLoad before(unwrap_model(model), optimizer_, scheduler_, scaler_);
   try {
-    return load_state_unguarded(path, model);
+    // Every rank loads; a rank that cannot (a missing file on its machine, a ZeRO shard that does
+    // not fit) must not leave the others to train on and wait for it in the next collective
+    // (Note [Every rank hears how the main process did]).
+    optim::Metadata metadata;
+    run_and_share_outcome(true, "Accelerator::load_state", [&] { metadata = load_state_unguarded(path, model); });
+    return metadata;
   } catch (...) {
     before.restore();
     throw;

@@ -302,7 +302,8 @@ public:
   // Restores what save_state wrote, on every process; returns the caller's metadata. A loader
   // saved in the middle of an epoch (prepare the same loaders first) resumes there: its next
   // pass is that epoch, from the first batch not yet seen (DataLoader::skip_first_batches).
-  // All or nothing: when the file is refused, everything is as it was before the call.
+  // All or nothing: when the file is refused, everything is as it was before the call, on every
+  // rank: one that fails rethrows, and the others throw naming it and restore their state too.
   optim::Metadata load_state(const std::string& path, nn::Module& model);
   // The same with the checkpoint folders of ProjectConfiguration (automatic_checkpoint_naming):
   // save_state writes the next checkpoint_<i>/ whole (Note [Writing a checkpoint folder whole] in
