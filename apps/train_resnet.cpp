@@ -22,6 +22,7 @@
 #include <map>
 #include <memory>
 #include <numbers>
+#include <optional>
 #include <string>
 
 #include "apps/ddp_flags.h"
@@ -130,14 +131,20 @@ int64_t count_correct(sg::dist::Accelerator& accelerator, sg::nn::Module& model,
   return std::llround(correct);
 }
 
-// The mean of the epoch's batch losses over every rank's batches (the recipe's reduce_value).
-double mean_over_ranks(sg::dist::Accelerator& accelerator, double loss_sum, int64_t batches) {
-  if (accelerator.num_processes() == 1) return loss_sum / static_cast<double>(batches);
-  sg::Tensor totals =
-      sg::tensor(std::vector<double>{loss_sum, static_cast<double>(batches)}, {2}).to(accelerator.device());
-  sg::dist::all_reduce(totals);
-  const sg::Tensor host = totals.to(sg::Device::cpu()).contiguous();
-  return host.data_ptr<double>()[0] / host.data_ptr<double>()[1];
+// The mean of the epoch's batch losses over every rank's batches (the recipe's reduce_value);
+// none when no rank ran a batch (an epoch resumed from a snapshot taken at its last step).
+std::optional<double> mean_over_ranks(sg::dist::Accelerator& accelerator, double loss_sum, int64_t batches) {
+  double totals[2] = {loss_sum, static_cast<double>(batches)};
+  if (accelerator.num_processes() > 1) {
+    sg::Tensor summed =
+        sg::tensor(std::vector<double>{loss_sum, static_cast<double>(batches)}, {2}).to(accelerator.device());
+    sg::dist::all_reduce(summed);
+    const sg::Tensor host = summed.to(sg::Device::cpu()).contiguous();
+    totals[0] = host.data_ptr<double>()[0];
+    totals[1] = host.data_ptr<double>()[1];
+  }
+  if (totals[1] == 0) return std::nullopt;
+  return totals[0] / totals[1];
 }
 
 int run(const Config& config) {
@@ -279,16 +286,17 @@ int run(const Config& config) {
     }
     bar.finish();
     scheduler.step();
-    const double train_loss = mean_over_ranks(accelerator, loss_sum, batches_run);
+    const std::optional<double> train_loss = mean_over_ranks(accelerator, loss_sum, batches_run);
     const int64_t correct = count_correct(accelerator, *model, val_loader);
     const double accuracy = 100.0 * static_cast<double>(correct) / static_cast<double>(val_set->size());
-    accelerator.print("epoch ", epoch + 1, "/", config.epochs, ": train loss ", format_fixed(train_loss, 4),
+    accelerator.print("epoch ", epoch + 1, "/", config.epochs, ": train loss ",
+                      train_loss ? format_fixed(*train_loss, 4) : std::string("- (no batch was left to run)"),
                       ", val accuracy ", format_fixed(accuracy, 2), "% (", correct, "/", val_set->size(), "), lr ",
                       epoch_lr, " (", format_fixed(bar.elapsed_seconds(), 1), " s, ",
                       format_fixed(bar.items_per_second(), 1), " img/s", mfu.progress_note(bar.items_per_second()),
                       ")");
-    std::map<std::string, double> scalars{
-        {"loss", train_loss}, {"accuracy", accuracy / 100.0}, {"learning_rate", epoch_lr}};
+    std::map<std::string, double> scalars{{"accuracy", accuracy / 100.0}, {"learning_rate", epoch_lr}};
+    if (train_loss) scalars["loss"] = *train_loss;
     if (const sg::amp::ScalerDiagnostics* diagnostics = accelerator.scaler().diagnostics())
       scalars.merge(diagnostics->underflow_scalars());  // the epoch's last step
     accelerator.log(scalars, epoch);

@@ -200,6 +200,20 @@ TEST_CASE(
     CHECK(difference(a, b, "model.") == 0);
     CHECK(difference(a, b, "optimizer.") == 0);
   }
+  // Killed after step 4, the last of epoch 2, just after its step snapshot: the restart resumes at
+  // the end of epoch 2, where no batch is left to run, and says so instead of printing a loss.
+  {
+    const std::string snapshot = dir.path() + "/at_end.safetensors";
+    std::vector<std::string> args = {"--standalone", "--nproc-per-node", "2", "--max-restarts", "1", SG_TRAIN_RESNET};
+    args = args + small_run(root, 2) + std::vector<std::string>{"--snapshot", snapshot, "--save-every-steps", "1"};
+    const test::RankResults sgrun = test::run_ranks(SG_SGRUN, 1, args, {{"SG_TEST_KILL_AT_STEP", "4"}}, 120);
+    INFO(sgrun.summary());
+    CHECK(sgrun.exit_code(0) == 0);
+    CHECK(test::contains(sgrun.output(0), "restarting (attempt 1 of 1)"));
+    CHECK(test::contains(sgrun.output(0), "epoch 2/2: train loss - (no batch was left to run)"));
+    const SafetensorsFile a = load_safetensors(dir.path() + "/plain.safetensors");
+    CHECK(difference(a, load_safetensors(snapshot), "model.") == 0);
+  }
   // --keep 2 (the default): the step snapshots of steps 3 and 4 remain.
   const std::string steps = dir.path() + "/stepped.safetensors.steps/checkpoints/";
   CHECK(std::filesystem::exists(steps + "checkpoint_3"));
