@@ -303,9 +303,7 @@ char* SharedMemoryAllReduce::output(int r, uint32_t round) const { return input(
 
 void SharedMemoryAllReduce::wait_for(int r, Stage stage, uint32_t round,
                                      std::chrono::steady_clock::time_point deadline) const {
-  std::atomic<uint32_t>& counter = stage == Stage::arrived   ? header(r).arrived
-                                   : stage == Stage::reduced ? header(r).reduced
-                                                             : header(r).copied;
+  std::atomic<uint32_t>& counter = counter_of(r, stage);
   // A peer a few microseconds behind is cheaper to spin for than to sleep for.
   const auto spin_until = std::chrono::steady_clock::now() + std::chrono::microseconds(300);
   while (std::chrono::steady_clock::now() < spin_until)
@@ -328,6 +326,21 @@ void SharedMemoryAllReduce::wait_for(int r, Stage stage, uint32_t round,
       next_look = now + std::chrono::milliseconds(100);
     }
     futex_wait(counter, seen, std::chrono::milliseconds(10));
+  }
+}
+
+std::atomic<uint32_t>& SharedMemoryAllReduce::counter_of(int r, Stage stage) const {
+  Header& h = header(r);
+  return stage == Stage::arrived ? h.arrived : stage == Stage::reduced ? h.reduced : h.copied;
+}
+
+void SharedMemoryAllReduce::raise_and_wait_for_everyone(Stage stage, uint32_t round,
+                                                        std::chrono::steady_clock::time_point deadline) {
+  raise_counter(counter_of(rank_, stage), round);
+  for (int r = 0; r < size_; ++r) {
+    if (r == rank_) continue;
+    wait_for(r, stage, round, deadline);
+    if (stage == Stage::arrived) check_same_call(r);
   }
 }
 
@@ -437,12 +450,7 @@ void SharedMemoryAllReduce::all_reduce_through_segments(char* data, size_t count
     char* chunk = data + first * element_size;
     const uint32_t round = ++round_;
     std::memcpy(input(rank_), chunk, n * element_size);
-    raise_counter(header(rank_).arrived, round);
-    for (int r = 0; r < size_; ++r) {
-      if (r == rank_) continue;
-      wait_for(r, Stage::arrived, round, deadline);
-      check_same_call(r);
-    }
+    raise_and_wait_for_everyone(Stage::arrived, round, deadline);
     const auto slice_begin = [&](int r) { return n * static_cast<size_t>(r) / static_cast<size_t>(size_); };
     const size_t begin = slice_begin(rank_), length = slice_begin(rank_ + 1) - begin;
     if (length > 0) {
@@ -469,12 +477,7 @@ void SharedMemoryAllReduce::all_reduce_in_place(const SharedBuffer& buffer, size
   const auto slice_begin = [&](int r) { return count * static_cast<size_t>(r) / static_cast<size_t>(size_); };
   const uint32_t round = ++round_;
   announce_call(count * element_size, buffer.id, offset);
-  raise_counter(header(rank_).arrived, round);
-  for (int r = 0; r < size_; ++r) {
-    if (r == rank_) continue;
-    wait_for(r, Stage::arrived, round, deadline);
-    check_same_call(r);
-  }
+  raise_and_wait_for_everyone(Stage::arrived, round, deadline);
   // Our slice, a block at a time through the scratch area: our own data is one of the operands,
   // so the sum may overwrite it only once every rank's part of the block is added.
   constexpr size_t kScratchBytes = size_t{64} << 10;
@@ -494,9 +497,7 @@ void SharedMemoryAllReduce::all_reduce_in_place(const SharedBuffer& buffer, size
     const size_t at = slice_begin(r) * element_size;
     std::memcpy(data_of(rank_) + at, data_of(r) + at, (slice_begin(r + 1) - slice_begin(r)) * element_size);
   }
-  raise_counter(header(rank_).copied, round);
-  for (int r = 0; r < size_; ++r)
-    if (r != rank_) wait_for(r, Stage::copied, round, deadline);
+  raise_and_wait_for_everyone(Stage::copied, round, deadline);
   bytes_reduced_in_place_ += count * element_size;
 }
 
@@ -528,16 +529,9 @@ void SharedMemoryAllReduce::round_through_inputs(const std::function<void()>& fi
                                                  std::chrono::steady_clock::time_point deadline) {
   const uint32_t round = ++round_;
   fill();
-  raise_counter(header(rank_).arrived, round);
-  for (int r = 0; r < size_; ++r) {
-    if (r == rank_) continue;
-    wait_for(r, Stage::arrived, round, deadline);
-    check_same_call(r);
-  }
+  raise_and_wait_for_everyone(Stage::arrived, round, deadline);
   use();
-  raise_counter(header(rank_).reduced, round);
-  for (int r = 0; r < size_; ++r)
-    if (r != rank_) wait_for(r, Stage::reduced, round, deadline);
+  raise_and_wait_for_everyone(Stage::reduced, round, deadline);
 }
 
 // Each round carries the same stretch of every chunk: the input area holds size() pieces, the

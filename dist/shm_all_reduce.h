@@ -104,6 +104,10 @@ private:
   Header& header(int r) const;
   char* input(int r) const;
   char* output(int r, uint32_t round) const;
+  std::atomic<uint32_t>& counter_of(int r, Stage stage) const;
+  // Raises our counter of `stage` to `round`, then waits until every other rank's reaches it;
+  // once they have arrived, checks that they make the same call as we do.
+  void raise_and_wait_for_everyone(Stage stage, uint32_t round, std::chrono::steady_clock::time_point deadline);
   // Waits until rank r's counter of `stage` reaches `round`.
   void wait_for(int r, Stage stage, uint32_t round, std::chrono::steady_clock::time_point deadline) const;
   // Says in our header what this call reduces: its bytes, and where it lies when in a shared buffer.
