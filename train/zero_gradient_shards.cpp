@@ -84,7 +84,7 @@ WorkPtr ZeroRedundancyOptimizer::reduce_scatter_bucket(ProcessGroup& group, Grad
   ++traffic.reduce_scattered;
   NoGradGuard no_grad;
   const TensorOptions options{bucket.buffer().dtype(), bucket.buffer().device()};
-  Tensor staging = zeros({world * chunk}, options);  // the padding stays zero
+  Tensor staging = empty({world * chunk}, options);  // every element is written below: a gradient or padding
   std::vector<int64_t> next(static_cast<size_t>(world));
   for (int r = 0; r < world; ++r) next[static_cast<size_t>(r)] = r * chunk;
   std::vector<std::pair<Tensor, int64_t>> owned;  // this rank's gradients, each with its offset in the chunk
@@ -95,6 +95,10 @@ WorkPtr ZeroRedundancyOptimizer::reduce_scatter_bucket(ProcessGroup& group, Grad
     if (owners[i] == rank) owned.emplace_back(gradients[i], offset - rank * chunk);
     else bucket.leave_unaveraged(i);
     offset += numel;
+  }
+  for (int r = 0; r < world; ++r) {  // each owner's run padded with zeros to the chunk
+    const int64_t end = next[static_cast<size_t>(r)], chunk_end = (r + 1) * chunk;
+    if (end < chunk_end) staging.narrow(0, end, chunk_end - end).zero_();
   }
   Tensor average = empty({chunk}, options);
   WorkPtr work = group.reduce_scatter_tensor(average, staging, ReduceOp::AVG);
