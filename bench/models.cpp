@@ -313,12 +313,14 @@ int train_steps(const Options& options, sg::dist::Accelerator& accelerator) {
     print_op_kinds(profile->result(), options.steps, accelerator);
   }
   const double ms = median(milliseconds);
+  // Taken before the machine's peaks are measured below: their GEMM buffers are not the model's.
+  const double step_peak_rss_mb = peak_rss_mb();
   const int processes = accelerator.num_processes();
   const double items_per_second = 1000.0 * static_cast<double>(work.items_per_step * processes) / ms;
   accelerator.print(options.model, " batch ", options.batch, " x ", processes, " process(es) x ", options.threads,
                     " thread(s) on ", accelerator.device(), " (mixed precision ", options.amp, "): ", ms,
                     " ms/step (median of ", options.steps, "), ", items_per_second, " ", work.items, "/s, peak RSS ",
-                    peak_rss_mb(), " MB; loss ", first_loss, " at step 1, ", last_loss, " at step ", last_step + 1,
+                    step_peak_rss_mb, " MB; loss ", first_loss, " at step 1, ", last_loss, " at step ", last_step + 1,
                     ", ", skipped_steps, " step(s) skipped by the loss scaler");
   if (!on_gpu) accelerator.print("GEMM: ", sg::cpu::blas_description());
   // Model FLOPs per second against this machine's peaks, measured now that the steps are done.
@@ -351,7 +353,7 @@ int train_steps(const Options& options, sg::dist::Accelerator& accelerator) {
                 "\"gflops\":%s,\"fma_peak_gflops\":%s,\"gemm_gflops\":%s,\"mfu\":%s,\"mfu_gemm\":%s}",
                 options.model.c_str(), accelerator.device().str().c_str(), options.amp.c_str(),
                 options.tf32 ? "true" : "false", static_cast<long long>(options.batch), work.extra_json.c_str(),
-                options.threads, processes, ms, work.items.c_str(), items_per_second, peak_rss_mb(),
+                options.threads, processes, ms, work.items.c_str(), items_per_second, step_peak_rss_mb,
                 json_number(first_loss).c_str(), json_number(last_loss).c_str(), skipped_steps,
                 json_number(model_gflop).c_str(), json_number(gflops).c_str(), fma_peak_json.c_str(), gemm_json.c_str(),
                 mfu_json.c_str(), mfu_gemm_json.c_str());
