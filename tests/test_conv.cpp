@@ -369,6 +369,7 @@ const std::vector<ConvCase>& fast_path_cases() {
       {{2, 32, 9, 8}, {32, 16, 3, 3}, {1, 2}, 1, 1, 2},
       {{2, 8, 9, 7}, {8, 1, 3, 3}, {2, 1}, 1, 1, 8},
       {{2, 3, 17, 17}, {8, 3, 7, 7}, 2, 3, 1, 1},
+      {{4, 16, 15, 13}, {24, 16, 3, 3}, 1, 1, 1, 1},  // 64 Winograd tiles of 4 x 4 outputs, the last ones cut
   };
   return cases;
 }
@@ -463,6 +464,27 @@ TEST_CASE("conv2d runs oneDNN's blocked kernels where they pay off and the im2co
   }
 }
 
+TEST_CASE("conv2d runs Winograd on 3x3 stride-1 convolutions with enough output tiles where the CPU has it") {
+  // Note [When oneDNN runs]: oneDNN's Winograd kernels are AVX-512 only; elsewhere the direct kernels run.
+  const auto winograd = [](const Shape& input, const Shape& weight, const Conv2dParams& params) {
+    std::vector<bool> passes;
+    for (cpu::ConvPass pass : kConvPasses)
+      passes.push_back(cpu::conv2d_implementation(pass, input, weight, DType::f32, params).find("wino") !=
+                       std::string::npos);
+    return passes;
+  };
+  const bool has_winograd = __builtin_cpu_supports("avx512f");
+  const std::vector<bool> all(3, has_winograd), none(3, false);
+  const Conv2dParams unit{1, 1, 1, 1};
+  CHECK(winograd({4, 16, 15, 13}, {24, 16, 3, 3}, unit) == all);           // 4 x 4 x 4 tiles
+  CHECK(winograd({4, 256, 14, 14}, {256, 256, 3, 3}, unit) == all);        // ResNet34's third stage at batch 4
+  CHECK(winograd({4, 512, 7, 7}, {512, 512, 3, 3}, unit) == none);         // 4 x 2 x 2 tiles: too few
+  CHECK(winograd({4, 16, 16, 16}, {24, 16, 3, 3}, {2, 1, 1, 1}) == none);  // stride 2
+  CHECK(winograd({4, 16, 16, 16}, {24, 16, 5, 5}, {1, 2, 1, 1}) == none);  // 5x5
+  CHECK(winograd({4, 16, 16, 16}, {24, 8, 3, 3}, {1, 1, 1, 2}) == none);   // grouped
+  CHECK(winograd({4, 16, 16, 16}, {24, 16, 3, 3}, {1, 2, 2, 1}) == none);  // dilated
+}
+
 TEST_CASE("conv2d's fast path matches the im2col reference in f32 in all three passes") {
   for (const ConvCase& c : fast_path_cases()) {
     for (bool with_bias : {true, false}) {
@@ -474,6 +496,13 @@ TEST_CASE("conv2d's fast path matches the im2col reference in f32 in all three p
       check_fast_path(c, x, w, b, randn_of(out_shape_of(c), DType::f32), 1e-5);
     }
   }
+}
+
+TEST_CASE("conv2d's Winograd path matches the im2col reference in f32 on a ResNet34 stage with 256 channels") {
+  // 2304 products per value: Winograd's transforms land between 1e-6 and 1e-5 of the largest value here.
+  const ConvCase c{{4, 256, 14, 14}, {256, 256, 3, 3}, 1, 1, 1, 1};
+  const Tensor g = randn_of(out_shape_of(c), DType::f32);
+  check_fast_path(c, randn_of(c.input, DType::f32), randn_of(c.weight, DType::f32), Tensor(), g, 1e-5);
 }
 
 TEST_CASE("conv2d's fast path matches the im2col reference in bf16 in all three passes") {

@@ -12,7 +12,7 @@
 // sg::set_num_threads sets (Debian's oneDNN is built on OpenMP, the one pool our kernels and OpenBLAS
 // use): a primitive made for 2 threads would still start 2 after set_num_threads(1). The plans are
 // one map behind a mutex; a plan never changes once made and may run on several threads at once, since
-// every call brings its own scratch memory (scratchpad_mode::user) and its own stream.
+// every call brings its own stream and its calling thread's scratch memory (scratchpad_mode::user).
 //
 // Note [When oneDNN runs]
 // oneDNN's direct convolutions (jit:avx2 here, AVX-512 kernels elsewhere) compute on channel-blocked
@@ -39,6 +39,18 @@
 //     gradient over the whole batch] in core/cpu/conv.cpp) up to 2.4x faster than the reference;
 //   - 1x1 kernels: never; they do so little arithmetic per element that the reorders cost what
 //     blocking saves (0.7-1.7x gemm:jit's time, no consistent winner).
+// On AVX-512 CPUs oneDNN also has Winograd kernels (jit_wino_4x3: F(4x4, 3x3), 4 x 4 output pixels per
+// tile from 6 x 6 input pixels, 2.25x fewer multiplications than the direct sum). They run, for all three
+// passes, on every ungrouped 3x3 stride-1 convolution with at least 64 output tiles over the batch,
+// whatever the rule above says: on ResNet34's 3x3 convolutions of the Sapphire Rapids Xeon
+// (docs/performance.md, "Winograd") they took 0.5-0.7x the time of the direct kernels and 0.4-0.6x that
+// of im2col + GEMM for the weight gradients at 56², 28² and batch 16's 14², and still 0.9x forward and
+// 0.6x for the weight gradient at batch 4's 14² (64 tiles); at 7² and batch 4 (16 tiles, half of them
+// padding) they were up to 2x slower. The price is precision: the transforms add and subtract
+// multiples of the inputs, so on a 256-channel stage the results lie between 1e-6 and 1e-5 of the
+// largest value from the im2col reference, where the direct kernels stay below 1e-6 (cuDNN's Winograd
+// on a GPU is of the same order; TF32 is 100x coarser). tests/test_conv.cpp holds every fast path to
+// 1e-5. Elsewhere (AVX2), creating the Winograd primitive fails and the rule above decides.
 // A depthwise convolution (groups = C >= 8) gets oneDNN's depthwise kernels (jit_dw), 5-12x faster than
 // a GEMM. Where oneDNN picks its GEMM path or its naive reference for blocked layouts anyway (odd group
 // sizes, some dilations), the reference runs. The rule is fixed, not timed at run time: a timed choice
@@ -52,6 +64,7 @@
 // to the reference sum in an order fixed by N alone.
 #include "core/cpu/conv_onednn.h"
 
+#include <sys/mman.h>
 #include <oneapi/dnnl/dnnl.hpp>
 
 #include <map>
@@ -127,6 +140,20 @@ bool blocked_kernels_pay_off(const Call& call) {
   return G > 1 || call.out[2] * call.out[3] >= kMinForwardPixels;  // forward
 }
 
+// Winograd's F(4x4, 3x3) computes an ungrouped 3x3, stride-1 convolution in tiles of 4 x 4 output
+// pixels with 2.25x fewer multiplications; it pays once there are enough tiles to keep the kernel
+// busy (Note [When oneDNN runs]).
+constexpr int64_t kMinWinogradTiles = 64;
+
+bool winograd_pays_off(const Call& call) {
+  const Conv2dParams& p = call.params;
+  const bool three_by_three = call.weight[2] == 3 && call.weight[3] == 3;
+  const bool unit_steps = p.stride.h == 1 && p.stride.w == 1 && p.dilation.h == 1 && p.dilation.w == 1;
+  if (!three_by_three || !unit_steps || p.groups != 1) return false;
+  const int64_t tiles = call.out[0] * ((call.out[2] + 3) / 4) * ((call.out[3] + 3) / 4);
+  return tiles >= kMinWinogradTiles;
+}
+
 // One operand of a primitive: our plain layout, the primitive's, and the reorder between them (ours to
 // theirs for an input, theirs to ours for the output) when they differ.
 struct Operand {
@@ -159,7 +186,7 @@ struct Plan {
 // The plan for `call` with the implementation oneDNN chooses for blocked layouts, or null when that is
 // not one of its direct kernels but its GEMM path (no faster than our im2col + GEMM here) or its naive
 // reference (far slower) (Note [When oneDNN runs]).
-std::shared_ptr<const Plan> make_plan(const Call& call) {
+std::shared_ptr<const Plan> make_plan_with(const Call& call, dnnl::algorithm algorithm) {
   const Descriptors ours = descriptors_of(call);
   const auto any = [](const memory::desc& desc) {
     return memory::desc(desc.dims(), desc.data_type(), memory::format_tag::any);
@@ -167,10 +194,9 @@ std::shared_ptr<const Plan> make_plan(const Call& call) {
   const memory::desc input = any(ours.input), weight = any(ours.weight), out = any(ours.out);
   dnnl::primitive_attr attr;
   attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
-  const auto direct = dnnl::algorithm::convolution_direct;
   // The forward's primitive descriptor is also the backward passes' hint (oneDNN requires one).
   const dnnl::convolution_forward::primitive_desc forward(
-      {dnnl::prop_kind::forward_training, direct, input, weight, ours.bias, out, ours.strides, ours.dilates,
+      {dnnl::prop_kind::forward_training, algorithm, input, weight, ours.bias, out, ours.strides, ours.dilates,
        ours.padding, ours.padding},
       attr, cpu_engine());
   const auto plan = [](const dnnl::primitive_desc& pd, std::vector<Operand> inputs,
@@ -191,7 +217,7 @@ std::shared_ptr<const Plan> make_plan(const Call& call) {
     }
     case ConvPass::grad_input: {
       const dnnl::convolution_backward_data::primitive_desc pd(
-          {direct, input, weight, out, ours.strides, ours.dilates, ours.padding, ours.padding}, attr, cpu_engine(),
+          {algorithm, input, weight, out, ours.strides, ours.dilates, ours.padding, ours.padding}, attr, cpu_engine(),
           forward);
       return plan(pd,
                   {{DNNL_ARG_DIFF_DST, "grad_out", ours.out, pd.diff_dst_desc()},
@@ -200,7 +226,7 @@ std::shared_ptr<const Plan> make_plan(const Call& call) {
     }
     case ConvPass::grad_weight: {
       const dnnl::convolution_backward_weights::primitive_desc pd(
-          {direct, input, weight, memory::desc(), out, ours.strides, ours.dilates, ours.padding, ours.padding}, attr,
+          {algorithm, input, weight, memory::desc(), out, ours.strides, ours.dilates, ours.padding, ours.padding}, attr,
           cpu_engine(), forward);
       return plan(pd,
                   {{DNNL_ARG_DIFF_DST, "grad_out", ours.out, pd.diff_dst_desc()},
@@ -211,6 +237,19 @@ std::shared_ptr<const Plan> make_plan(const Call& call) {
   return nullptr;
 }
 
+// The plan for `call`: Winograd where it pays and this CPU has it, else the direct blocked kernels
+// where they pay, else none (Note [When oneDNN runs]).
+std::shared_ptr<const Plan> make_plan(const Call& call) {
+  if (winograd_pays_off(call)) {
+    try {
+      if (auto made = make_plan_with(call, dnnl::algorithm::convolution_winograd)) return made;
+    } catch (const dnnl::error&) {  // oneDNN has Winograd kernels for AVX-512 CPUs only
+    }
+  }
+  if (!blocked_kernels_pay_off(call)) return nullptr;
+  return make_plan_with(call, dnnl::algorithm::convolution_direct);
+}
+
 // A training program uses a few dozen plans; one that cycles through more shapes than this starts over.
 constexpr size_t kMaxPlans = 512;
 
@@ -219,7 +258,7 @@ constexpr size_t kMaxPlans = 512;
 std::shared_ptr<const Plan> plan_for(const Call& call, DType dtype) {
   if (dtype != DType::f32) return nullptr;
   if (numel_of(call.input) == 0 || numel_of(call.weight) == 0 || numel_of(call.out) == 0) return nullptr;
-  if (!blocked_kernels_pay_off(call)) return nullptr;
+  if (!winograd_pays_off(call) && !blocked_kernels_pay_off(call)) return nullptr;
   std::vector<int64_t> key{static_cast<int64_t>(call.pass),
                            call.bias,
                            get_num_threads(),
@@ -245,11 +284,50 @@ std::shared_ptr<const Plan> plan_for(const Call& call, DType dtype) {
   return made;
 }
 
+// The scratch memory of every plan run on this thread: one mapping, replaced by a larger one when a
+// plan needs more. Each plan's scratchpad has a size of its own (Winograd's hold transformed tiles:
+// 7-22 MB each on ResNet34 at 224², batch 4); taken from the CPU allocator, every size would stay
+// in its block cache (Note [CPU block cache] in core/allocator.cpp), 88 MB there against 22 MB for
+// the largest, and a grown buffer's old block too. A scratchpad lives only while its primitive
+// runs, and a thread runs one plan at a time.
+class ScratchMapping {
+public:
+  ScratchMapping() = default;
+  ScratchMapping(const ScratchMapping&) = delete;
+  ScratchMapping& operator=(const ScratchMapping&) = delete;
+  ~ScratchMapping() { release(); }
+
+  void* at_least(size_t bytes) {
+    if (bytes > bytes_) {
+      release();
+      void* mapped = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+      SG_CHECK(mapped != MAP_FAILED, "conv2d: out of memory mapping ", bytes, " bytes of oneDNN scratch memory");
+      data_ = mapped;
+      bytes_ = bytes;
+    }
+    return data_;
+  }
+
+private:
+  void release() {
+    if (data_ != nullptr) munmap(data_, bytes_);
+    data_ = nullptr;
+    bytes_ = 0;
+  }
+  void* data_ = nullptr;
+  size_t bytes_ = 0;
+};
+
+void* scratchpad_of_this_thread(const memory::desc& desc) {
+  thread_local ScratchMapping scratch;
+  return scratch.at_least(desc.get_size());
+}
+
 // Runs a plan on contiguous inputs (in the plan's order) into the contiguous `output`.
 void run(const Plan& plan, const TensorList& inputs, const Tensor& output) {
   const dnnl::engine& engine = cpu_engine();
   dnnl::stream stream(engine);
-  TensorList buffers;  // reordered operands and scratch memory, alive until the stream is done
+  TensorList buffers;  // reordered operands, alive until the stream is done
   const auto buffer = [&](const memory::desc& desc) {
     buffers.push_back(empty({static_cast<int64_t>(desc.get_size())}, {DType::u8}));
     return memory(desc, engine, buffers.back().raw_data());
@@ -269,7 +347,8 @@ void run(const Plan& plan, const TensorList& inputs, const Tensor& output) {
   memory out(plan.output.ours, engine, output.raw_data());
   memory result = plan.output.reorder ? buffer(plan.output.theirs) : out;
   args.emplace(plan.output.arg, result);
-  if (plan.scratchpad.get_size() > 0) args.emplace(DNNL_ARG_SCRATCHPAD, buffer(plan.scratchpad));
+  if (plan.scratchpad.get_size() > 0)
+    args.emplace(DNNL_ARG_SCRATCHPAD, memory(plan.scratchpad, engine, scratchpad_of_this_thread(plan.scratchpad)));
   plan.primitive.execute(stream, args);
   if (plan.output.reorder) plan.output.reorder->execute(stream, result, out);
   stream.wait();
