@@ -39,4 +39,17 @@ Tensor sum_to(const Tensor& grad, const Shape& shape);
 Tensor& apply_in_place(Tensor& self, const std::function<Tensor(const Tensor&)>& compute,
                        const TensorList& other_inputs, const char* op_name);
 
+// Note [In place without a copy]
+// apply_in_place keeps a copy of self's old value, so an in-place op costs the memory of the
+// out-of-place one. An op whose backward needs only its output (relu_: the gradient passes where
+// the output is positive) needs no copy: write_in_place overwrites self's storage, and
+// backward_of_output(out) makes the backward from `out`, an alias of the result that it may save.
+// self's old history becomes the recorded op's input, and nothing is allocated. If something had
+// saved self's old value for its own backward, or modifies self again before the backward, the
+// version bump makes the backward fail with a clear message (SavedTensor::get), as in PyTorch.
+Tensor& apply_in_place_keeping_output(Tensor& self, const std::function<void(const Tensor&)>& write_in_place,
+                                      const char* backward_name,
+                                      const std::function<BackwardFn(const Tensor&)>& backward_of_output,
+                                      const char* op_name);
+
 }  // namespace sg::autograd

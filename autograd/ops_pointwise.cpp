@@ -248,14 +248,22 @@ Tensor sigmoid(const Tensor& x) {
   });
 }
 
-Tensor relu(const Tensor& x) {
-  Tensor out = unary_forward(UnaryOp::relu, x, "relu", false);
-  // d/dx max(x, 0) = 1 where the output is positive
-  return record("ReluBackward", out, {x}, [so = SavedTensor(out)](const Tensor& g, const NeedsGrad&) {
+namespace {
+
+// d/dx max(x, 0) = 1 where the output is positive: the backward of relu and relu_ needs only the output.
+autograd::BackwardFn relu_backward_from(const Tensor& out) {
+  return [so = SavedTensor(out)](const Tensor& g, const NeedsGrad&) {
     Tensor grad = empty_like(g);
     kernels::binary(BinaryOp::relu_backward, grad, g, so.get());
     return TensorList{grad};
-  });
+  };
+}
+
+}  // namespace
+
+Tensor relu(const Tensor& x) {
+  Tensor out = unary_forward(UnaryOp::relu, x, "relu", false);
+  return record("ReluBackward", out, {x}, relu_backward_from(out));
 }
 
 Tensor gelu(const Tensor& x, bool tanh_approximation) {
@@ -381,8 +389,9 @@ Tensor& Tensor::masked_fill_(const Tensor& mask, double value) {
       *this, [&](const Tensor& s) { return sg::masked_fill(s, mask, value); }, {mask}, "masked_fill_");
 }
 Tensor& Tensor::relu_() {
-  return autograd::apply_in_place(
-      *this, [](const Tensor& s) { return sg::relu(s); }, {}, "relu_");
+  // No copy of the old value (Note [In place without a copy] in autograd/function.h).
+  return autograd::apply_in_place_keeping_output(
+      *this, [](const Tensor& s) { kernels::unary(UnaryOp::relu, s, s); }, "ReluBackward", relu_backward_from, "relu_");
 }
 Tensor& Tensor::fill_(double value) {
   if (!autograd::any_requires_grad({*this})) {

@@ -6,7 +6,11 @@
 
 namespace sg::nn {
 
-Tensor ReLU::forward(const Tensor& input) { return relu(input); }
+Tensor ReLU::forward(const Tensor& input) {
+  if (!inplace) return relu(input);
+  Tensor out = input;  // the same tensor: relu_ rebinds its history
+  return out.relu_();
+}
 
 GELU::GELU(std::string approximate) : approximate(std::move(approximate)) {
   SG_CHECK(this->approximate == "none" || this->approximate == "tanh",

@@ -344,12 +344,58 @@ TEST_CASE("in-place ops on non-leaf tensors are differentiable") {
   CHECK_GRADCHECK(
       [](const TensorList& in) {
         Tensor t = in[0] * 1.0;
-        t.relu_();
         t.clamp_(-0.5, 0.5);
         t.masked_fill_(tensor(std::vector<bool>{true, false, false, true}), 0.25);
+        t.relu_();  // last: its backward reads its output, which a later in-place op would change
         return t * in[1];
       },
       {test::rand_input({4}), test::rand_input({4})});
+}
+
+TEST_CASE("relu_ overwrites its input without a copy and differentiates from its output") {
+  // Note [In place without a copy]: 1M floats, a size the CPU allocator counts (>= 64 KB).
+  Tensor x = test::rand_input({1 << 20});
+  Tensor y = x * 1.0;
+  const CpuCacheStats before = cpu_cache_stats();
+  y.relu_();
+  const CpuCacheStats after = cpu_cache_stats();
+  CHECK(after.hits + after.misses == before.hits + before.misses);  // nothing allocated
+  Tensor w = test::rand_input({1 << 20});
+  (y * w).sum().backward();
+  const auto xv = test::values(x), wv = test::values(w), gx = test::values(x.grad());
+  for (size_t i = 0; i < xv.size(); i += 997) CHECK(gx[i] == (xv[i] > 0 ? wv[i] : 0.0));
+  CHECK_GRADCHECK(
+      [](const TensorList& in) {
+        Tensor t = in[0] * in[1];
+        t.relu_();
+        return t.exp();  // exp saves relu_'s output as its input: untouched, so no error
+      },
+      {test::rand_input({2, 3}), test::rand_input({2, 3})});
+}
+
+TEST_CASE("a tensor written by relu_ and then modified again is reported at backward, as in PyTorch") {
+  Tensor x = test::rand_input({3});
+  Tensor y = x * 1.0;
+  y.relu_();
+  y.add_(1.0);  // relu_'s backward needs the output it wrote
+  CHECK_THROWS_WITH_AS(y.sum().backward(),
+                       doctest::Contains("needed for the gradient was modified by an in-place operation"), Error);
+}
+
+TEST_CASE("ReLU(inplace=true) gives ReLU's values and gradients and writes into its input") {
+  const Tensor source = test::rand_input({4, 5});
+  Tensor x1 = source.detach().requires_grad_(), x2 = source.detach().requires_grad_();
+  nn::ReLU plain, in_place(/*inplace=*/true);
+  const Tensor out1 = plain(x1 * 2.0);
+  Tensor pre = x2 * 2.0;
+  const Tensor out2 = in_place(pre);
+  CHECK(out2.is_same(pre));
+  CHECK(test::values(out1) == test::values(out2));
+  out1.sum().backward();
+  out2.sum().backward();
+  CHECK(test::values(x1.grad()) == test::values(x2.grad()));
+  CHECK(in_place.extra_repr() == "inplace=True");
+  CHECK(plain.extra_repr().empty());
 }
 
 TEST_CASE("modifying a tensor saved for backward is reported at backward") {
