@@ -52,29 +52,22 @@
 // to the reference sum in an order fixed by N alone.
 #include "core/cpu/conv_onednn.h"
 
-#include <oneapi/dnnl/dnnl.hpp>
-
-#include <map>
-#include <memory>
-#include <mutex>
 #include <optional>
 #include <unordered_map>
-#include <vector>
 
 #include "core/factory.h"
 #include "core/kernels/pointwise.h"
-#include "core/parallel.h"
 
 namespace sg::cpu::onednn {
-
-namespace {
-
-using dnnl::memory;
 
 const dnnl::engine& cpu_engine() {
   static const dnnl::engine engine(dnnl::engine::kind::cpu, 0);
   return engine;
 }
+
+namespace {
+
+using dnnl::memory;
 
 // One convolution call as a plan sees it.
 struct Call {
@@ -211,9 +204,6 @@ std::shared_ptr<const Plan> make_plan(const Call& call) {
   return nullptr;
 }
 
-// A training program uses a few dozen plans; one that cycles through more shapes than this starts over.
-constexpr size_t kMaxPlans = 512;
-
 // The cached plan for `call` at the current thread count (Note [oneDNN convolution plans]); null when
 // oneDNN declines the call.
 std::shared_ptr<const Plan> plan_for(const Call& call, DType dtype) {
@@ -222,7 +212,6 @@ std::shared_ptr<const Plan> plan_for(const Call& call, DType dtype) {
   if (!blocked_kernels_pay_off(call)) return nullptr;
   std::vector<int64_t> key{static_cast<int64_t>(call.pass),
                            call.bias,
-                           get_num_threads(),
                            call.params.groups,
                            call.params.stride.h,
                            call.params.stride.w,
@@ -231,18 +220,8 @@ std::shared_ptr<const Plan> plan_for(const Call& call, DType dtype) {
                            call.params.dilation.h,
                            call.params.dilation.w};
   for (const Shape* shape : {&call.input, &call.weight, &call.out}) key.insert(key.end(), shape->begin(), shape->end());
-  static std::mutex mutex;
-  static std::map<std::vector<int64_t>, std::shared_ptr<const Plan>> plans;
-  const std::lock_guard lock(mutex);
-  if (const auto found = plans.find(key); found != plans.end()) return found->second;
-  std::shared_ptr<const Plan> made;
-  try {
-    made = make_plan(call);
-  } catch (const dnnl::error&) {  // no implementation at all for these shapes
-  }
-  if (plans.size() >= kMaxPlans) plans.clear();
-  plans.emplace(std::move(key), made);
-  return made;
+  static PlanCache<Plan> plans;
+  return plans.get(std::move(key), [&] { return make_plan(call); });
 }
 
 // Runs a plan on contiguous inputs (in the plan's order) into the contiguous `output`.
