@@ -287,7 +287,7 @@ void layer_norm_backward(const Tensor& grad_input, const Tensor& grad_weight, co
     // they are in cache and adds their dy * xhat and dy into the block's own column sums (double).
     // The blocks' sums are then added in block order: the blocks depend on the shape only, so the
     // bits do not depend on the thread count. The column sums are kept even when no weight or bias
-    // gradient is asked for: two additions per element cost less than a branch in the loop.
+    // gradient is asked for, so that the row loop has no branch to vectorise around.
     const int64_t blocks = (M + kRowBlock - 1) / kRowBlock;
     std::vector<double> block_sums(blocks * 2 * K);  // per block: sum(dy * xhat), sum(dy)
     const int64_t grain = std::max<int64_t>(1, kParallelGrain / std::max<int64_t>(1, kRowBlock * K));
