@@ -195,8 +195,12 @@ Tensor add_product(const char* op, const char* backward_name, const Tensor& inpu
   SG_CHECK(is_floating(a.dtype()) || (beta == std::floor(beta) && alpha == std::floor(alpha)), op,
            ": beta and alpha must be whole numbers for ", a.dtype(), " operands, got ", beta, " and ", alpha);
   Tensor out = empty(shape, {a.dtype(), a.device()});
-  if (beta != 0) kernels::copy(out, input);  // beta == 0 ignores input entirely (NaN included), as BLAS
-  kernels::gemm(out, a.detach(), b.detach(), alpha, beta);
+  if (beta == 1 && alpha == 1 && a.dim() == 2 && input.dim() == 1) {
+    kernels::gemm_bias(out, a.detach(), b.detach(), input.detach());  // a Linear layer's bias: added by the GEMM
+  } else {
+    if (beta != 0) kernels::copy(out, input);  // beta == 0 ignores input entirely (NaN included), as BLAS
+    kernels::gemm(out, a.detach(), b.detach(), alpha, beta);
+  }
   // d/dinput = beta g (summed over input's broadcast dims); d/da and d/db as matmul's, times alpha
   return record(backward_name, out, {input, a, b},
                 [input_shape = input.sizes(), sa = SavedTensor(a), sb = SavedTensor(b), beta, alpha](
@@ -232,8 +236,8 @@ Tensor linear(const Tensor& input, const Tensor& weight, const Tensor& bias) {
   // region's cache can keep it (Note [The autocast weight cache]).
   if (const auto cast = autocast(AutocastOp::linear, input, weight, bias))
     return linear((*cast)[0], (*cast)[1], (*cast)[2]);
-  // A batch of vectors is one GEMM with the bias fused in: addmm hands BLAS an output that already
-  // holds the bias (beta = 1), so no pass adds it afterwards. A contiguous [..., in] input is such a
+  // A batch of vectors is one GEMM with the bias fused in (kernels::gemm_bias through addmm), so
+  // no pass adds it afterwards. A contiguous [..., in] input is such a
   // batch as a view (Note [Folding batch dims into rows]); other inputs go through matmul.
   if (input.dim() == 2) return bias.defined() ? addmm(bias, input, weight.t()) : mm(input, weight.t());
   if (bias.defined() && input.dim() > 2 && input.is_contiguous()) {

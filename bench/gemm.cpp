@@ -25,8 +25,9 @@
 #include <string>
 #include <vector>
 
-#include <cblas.h>             // declares: cblas_sgemm (BLIS's is looked up with dlsym)
-#include <oneapi/dnnl/dnnl.h>  // declares: dnnl_sgemm
+#include <cblas.h>               // declares: cblas_sgemm (BLIS's is looked up with dlsym)
+#include <oneapi/dnnl/dnnl.h>    // declares: dnnl_sgemm
+#include <oneapi/dnnl/dnnl.hpp>  // defines: dnnl::matmul (the bias fused into the product)
 
 #include "core/cpu/blas.h"  // defines: blas_sgemm, blas_description
 #include "parse_list.h"
@@ -168,6 +169,55 @@ struct Result {
   double gflops;
 };
 
+// The ways a Linear layer's y = x W^T + b can run on gpt-mini's shapes (x [M, K], W [N, K], b [N]),
+// timed side by side: the product alone (beta = 0, the floor), the bias copied into every row of
+// y and then a beta = 1 sgemm, oneDNN's matmul primitive with the bias as an argument (made once
+// per shape), and syncgrad's linear.
+struct LinearResult {
+  GemmShape shape;
+  int threads;
+  std::map<std::string, double> ms;
+};
+
+LinearResult time_linear(const GemmShape& shape, int threads, int samples) {
+  const int m = shape.m, n = shape.n, k = shape.k;
+  sg::Generator generator(7);
+  const sg::Tensor x = sg::randn({m, k}, {}, &generator), w = sg::randn({n, k}, {}, &generator);
+  const sg::Tensor bias = sg::randn({n}, {}, &generator);
+  std::vector<float> y(static_cast<size_t>(m) * n);
+  const float* px = x.data_ptr<float>();
+  const float* pw = w.data_ptr<float>();
+  const float* pb = bias.data_ptr<float>();
+  using dnnl::memory;
+  const dnnl::engine engine(dnnl::engine::kind::cpu, 0);
+  const memory::desc x_md({m, k}, memory::data_type::f32, memory::format_tag::ab);
+  const memory::desc w_md({k, n}, memory::data_type::f32, memory::format_tag::ba);  // W^T as a view
+  const memory::desc b_md({1, n}, memory::data_type::f32, memory::format_tag::ab);
+  const memory::desc y_md({m, n}, memory::data_type::f32, memory::format_tag::ab);
+  const dnnl::matmul matmul(dnnl::matmul::primitive_desc(dnnl::matmul::desc(x_md, w_md, b_md, y_md), engine));
+  std::map<std::string, Timer> timers;
+  timers["gemm beta=0"].fn = [&] { dnnl_sgemm('N', 'T', m, n, k, 1.0f, px, k, pw, k, 0.0f, y.data(), n); };
+  timers["bias rows + beta=1"].fn = [&] {
+    for (int row = 0; row < m; ++row) std::memcpy(y.data() + static_cast<size_t>(row) * n, pb, n * sizeof(float));
+    dnnl_sgemm('N', 'T', m, n, k, 1.0f, px, k, pw, k, 1.0f, y.data(), n);
+  };
+  timers["onednn matmul+bias"].fn = [&] {
+    dnnl::stream stream(engine);
+    matmul.execute(stream, {{DNNL_ARG_SRC, memory(x_md, engine, const_cast<float*>(px))},
+                            {DNNL_ARG_WEIGHTS, memory(w_md, engine, const_cast<float*>(pw))},
+                            {DNNL_ARG_BIAS, memory(b_md, engine, const_cast<float*>(pb))},
+                            {DNNL_ARG_DST, memory(y_md, engine, y.data())}});
+    stream.wait();
+  };
+  timers["sg::linear"].fn = [&] { sg::linear(x, w, bias); };
+  for (auto& [name, timer] : timers) timer.calibrate();
+  for (int s = 0; s < samples; ++s)
+    for (auto& [name, timer] : timers) timer.sample();
+  LinearResult result{shape, threads, {}};
+  for (auto& [name, timer] : timers) result.ms[name] = timer.median() * 1e3;
+  return result;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -248,6 +298,25 @@ int main(int argc, char** argv) {
         "{\"bench\":\"gemm_peak\",\"threads\":%d,\"model\":\"%s\",\"ghz\":%.3f,\"flops_per_cycle\":%d,\"gflops\":%.1f}"
         "\n",
         threads, peak.model.c_str(), peak.ghz, peak.flops_per_cycle, peak.gflops(threads));
+  std::printf("\nLinear with bias, y = x W^T + b (M x N x K: x [M, K], W [N, K]), ms per call, median of %d\n",
+              kSamples);
+  std::vector<LinearResult> linear_results;
+  for (int threads : thread_counts) {
+    sg::set_num_threads(threads);
+    for (const GemmShape& shape : shapes) {
+      sg::NoGradGuard no_grad;
+      linear_results.push_back(time_linear(shape, threads, kSamples));
+      const LinearResult& r = linear_results.back();
+      std::printf("%16s threads %d:", shape.str().c_str(), threads);
+      for (const auto& [name, ms] : r.ms) std::printf("  %s %.3f", name.c_str(), ms);
+      std::printf("\n");
+    }
+  }
+  std::printf("load average (1 min) at end: %s\n\n", load_average().c_str());
+  for (const LinearResult& r : linear_results)
+    for (const auto& [name, ms] : r.ms)
+      std::printf("{\"bench\":\"linear_bias\",\"impl\":\"%s\",\"m\":%d,\"n\":%d,\"k\":%d,\"threads\":%d,\"ms\":%.4f}\n",
+                  name.c_str(), r.shape.m, r.shape.n, r.shape.k, r.threads, ms);
   for (const Result& r : results) {
     const double reference = openblas_gflops(r.shape, r.threads);
     std::printf(

@@ -4,7 +4,8 @@
 //   - dropout as a whole (draw, scale and multiply: one pass, core/cpu/dropout.cpp);
 //   - GELU (erf form), forward and backward;
 //   - sum over the leading dim: the bias gradients, [4096, C] -> [C], plus a strided view and a
-//     broadcast (expanded) input.
+//     broadcast (expanded) input;
+//   - layer norm over n_embd, forward and backward (all three gradients), [4096, 192].
 // Each line prints the median wall time of --repeats runs after one warm-up, in ms and ns per
 // element; one JSON line per measurement follows. docs/performance.md ("minGPT's element-wise
 // kernels") has the figures.
@@ -18,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "core/kernels/norm.h"
 #include "core/kernels/pointwise.h"
 #include "core/kernels/random.h"
 #include "nn/functional.h"
@@ -66,6 +68,11 @@ int main(int argc, char** argv) {
   const sg::Tensor row = sg::randn({1, kHidden}, {}, &generator);
   sg::Tensor fill_target = sg::empty({kTokens, kHidden});
   sg::Tensor gelu_grad = sg::empty({kTokens, kHidden});
+  const sg::Tensor norm_weight = sg::randn({kEmbd}, {}, &generator), norm_bias = sg::randn({kEmbd}, {}, &generator);
+  const sg::Tensor normed = sg::empty({kTokens, kEmbd}), norm_grad_input = sg::empty({kTokens, kEmbd});
+  const sg::Tensor norm_grad_weight = sg::empty({kEmbd}), norm_grad_bias = sg::empty({kEmbd});
+  const sg::Tensor row_mean = sg::empty({kTokens}), row_rstd = sg::empty({kTokens});
+  sg::kernels::layer_norm(normed, row_mean, row_rstd, residual, norm_weight, norm_bias, kEmbd, 1e-5);
 
   sg::NoGradGuard no_grad;
   const std::vector<std::pair<std::string, std::function<void()>>> kernels{
@@ -81,6 +88,13 @@ int main(int argc, char** argv) {
       {"sum_dim0 expanded [4096,768]",
        [&] {
          row.expand({kTokens, kHidden}).sum({0});
+       }},
+      {"layer_norm [4096,192]",
+       [&] { sg::kernels::layer_norm(normed, row_mean, row_rstd, residual, norm_weight, norm_bias, kEmbd, 1e-5); }},
+      {"layer_norm_backward [4096,192]",
+       [&] {
+         sg::kernels::layer_norm_backward(norm_grad_input, norm_grad_weight, norm_grad_bias, normed, residual,
+                                          norm_weight, row_mean, row_rstd, kEmbd);
        }},
   };
   auto elements_of = [&](const std::string& name) {

@@ -1,11 +1,14 @@
 // Matrix products: matmul / mm / bmm / addmm against hand-computed values and against a
 // mul + sum reference, on every rank combination, odd shapes, views and dtypes; their gradients;
 // and the GEMM kernel's layouts (Note [GEMM operand layouts] in core/cpu/gemm.cpp).
+#include <array>
 #include <cmath>
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "core/kernels/gemm.h"
+#include "core/kernels/pointwise.h"
 #include "core/profiler.h"
 #include "helpers.h"
 
@@ -340,4 +343,69 @@ TEST_CASE("products reject wrong ranks, mixed dtypes and inputs that do not broa
   CHECK_THROWS_AS(matmul(randn_of({}), randn_of({3})), Error);
   CHECK_THROWS_AS(matmul(randn_of({2, 3}, DType::f32), randn_of({3, 4})), Error);
   CHECK_THROWS_AS(addmm(randn_of({4, 5}), randn_of({3, 4}), randn_of({4, 5})), Error);
+}
+
+// ---- gemm_bias: a Linear layer's product with the bias added by the GEMM (Note [The bias inside the GEMM]) ----
+
+namespace {
+
+// The plain path gemm_bias replaces: out filled with the bias row by row, then a beta = 1 GEMM.
+Tensor bias_then_gemm(const Tensor& a, const Tensor& b, const Tensor& bias) {
+  const Tensor out = empty({a.size(0), b.size(1)}, {a.dtype()});
+  kernels::copy(out, bias.expand(out.sizes()));
+  kernels::gemm(out, a, b, 1.0, 1.0);
+  return out;
+}
+
+// gemm_bias(a, b, bias) equals the plain path within f32 rounding: both sum at most 130 products of
+// N(0, 1) values (|sum| ~ 12) in f32 in different orders, ~130 * 6e-8 * 12 ~ 1e-4 at worst.
+void check_gemm_bias(const Tensor& a, const Tensor& b, const Tensor& bias) {
+  INFO("a ", shape_str(a.sizes()), " strides ", shape_str(a.strides()), ", b ", shape_str(b.sizes()), " strides ",
+       shape_str(b.strides()), ", bias strides ", shape_str(bias.strides()));
+  const Tensor out = empty({a.size(0), b.size(1)}, {a.dtype()});
+  kernels::gemm_bias(out, a, b, bias);
+  CHECK(test::max_abs_diff(out, bias_then_gemm(a, b, bias)) <= 1e-4);
+}
+
+}  // namespace
+
+TEST_CASE("gemm_bias equals the bias copied into every row and a beta 1 gemm on odd shapes") {
+  const DType f32 = DType::f32;
+  for (const auto& [m, n, k] :
+       std::vector<std::array<int64_t, 3>>{{37, 29, 19}, {1, 17, 33}, {65, 1, 7}, {130, 51, 130}}) {
+    check_gemm_bias(randn_of({m, k}, f32), randn_of({k, n}, f32), randn_of({n}, f32));
+  }
+}
+
+TEST_CASE("gemm_bias takes transposed, sliced and strided operands and bias as they are") {
+  const DType f32 = DType::f32;
+  const Tensor weight = randn_of({29, 19}, f32);  // a Linear layer's [out, in]: b is its transpose
+  const Tensor bias = randn_of({29}, f32);
+  check_gemm_bias(randn_of({37, 19}, f32), weight.t(), bias);
+  check_gemm_bias(randn_of({19, 37}, f32).t(), weight.t(), bias);                                // both transposed
+  check_gemm_bias(randn_of({37, 40}, f32).slice(1, 3, 22), weight.t(), bias);                    // a row stride of 40
+  check_gemm_bias(randn_of({37, 19}, f32), randn_of({19, 60}, f32).slice(1, 5, 34), bias);       // b's rows 60 apart
+  check_gemm_bias(randn_of({37, 19}, f32), weight.t(), randn_of({58}, f32).slice(0, 0, 58, 2));  // bias stride 2
+  check_gemm_bias(randn_of({37, 19}, f32), weight.t(), randn_of({1}, f32).expand({29}));         // bias broadcast
+}
+
+TEST_CASE("f32 linear with a 1-D bias equals input @ weight^T + bias and gives the same bits every call") {
+  const DType f32 = DType::f32;
+  const Tensor weight = randn_of({23, 17}, f32), bias = randn_of({23}, f32);
+  for (const Tensor& input : {randn_of({45, 17}, f32), randn_of({3, 11, 17}, f32)}) {
+    INFO("input ", shape_str(input.sizes()));
+    const Tensor out = linear(input, weight, bias);
+    const Tensor expected = reference_matmul(input, weight.t()) + bias.to(DType::f64);
+    CHECK(test::max_abs_diff(out, expected) <= 1e-4);  // 17 f32 products of N(0, 1) values, as above
+    CHECK(test::max_abs_diff(out, linear(input, weight, bias)) == 0);
+  }
+}
+
+TEST_CASE("gemm_bias names the shapes of an out, operands or bias that do not fit") {
+  const DType f32 = DType::f32;
+  const Tensor out = empty({4, 5}, {f32});
+  CHECK_THROWS_WITH(kernels::gemm_bias(out, randn_of({4, 3}, f32), randn_of({3, 5}, f32), randn_of({4}, f32)),
+                    doctest::Contains("bias [4]"));
+  CHECK_THROWS_WITH(kernels::gemm_bias(out, randn_of({4, 3}, f32), randn_of({2, 5}, f32), randn_of({5}, f32)),
+                    doctest::Contains("a [4, 3] @ b [2, 5]"));
 }

@@ -110,6 +110,7 @@ CBLAS_TRANSPOSE transpose_flag(bool transposed) { return transposed ? CblasTrans
 }  // namespace
 
 bool blas_available() { return loaded_blas().sgemm != nullptr; }
+bool f32_gemm_on_onednn() { return loaded_blas().f32_on_onednn; }
 std::string blas_description() { return loaded_blas().description; }
 
 void blas_sgemm(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const float* a, int lda, const float* b,

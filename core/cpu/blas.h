@@ -1,5 +1,5 @@
 #pragma once
-// defines: cpu::blas_sgemm, cpu::blas_dgemm, cpu::blas_available, cpu::blas_description,
+// defines: cpu::blas_sgemm, cpu::blas_dgemm, cpu::blas_available, cpu::f32_gemm_on_onednn, cpu::blas_description,
 //          cpu::openblas_core_for, cpu::f32_gemm_library_for — the libraries behind the f32/f64
 //          GEMM, and which of their kernels run on this CPU.
 //
@@ -44,6 +44,8 @@ F32GemmLibrary f32_gemm_library_for(const CpuFeatures& features);
 
 // Whether f32/f64 GEMM runs on OpenBLAS (else: Eigen's product). Loads the library on first call.
 bool blas_available();
+// Whether f32 GEMM runs on oneDNN (Note [The f32 GEMM library]).
+bool f32_gemm_on_onednn();
 // "f32: oneDNN 3.0.0 sgemm (chosen by syncgrad for this CPU's AVX-512); f64: OpenBLAS 0.3.21 ...
 // core SkylakeX (chosen by syncgrad for this CPU's AVX-512)", or why it is Eigen.
 std::string blas_description();

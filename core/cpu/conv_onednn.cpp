@@ -64,30 +64,18 @@
 // to the reference sum in an order fixed by N alone.
 #include "core/cpu/conv_onednn.h"
 
-#include <sys/mman.h>
-#include <oneapi/dnnl/dnnl.hpp>
-
-#include <map>
-#include <memory>
-#include <mutex>
 #include <optional>
 #include <unordered_map>
-#include <vector>
 
+#include "core/cpu/onednn_plans.h"
 #include "core/factory.h"
 #include "core/kernels/pointwise.h"
-#include "core/parallel.h"
 
 namespace sg::cpu::onednn {
 
 namespace {
 
 using dnnl::memory;
-
-const dnnl::engine& cpu_engine() {
-  static const dnnl::engine engine(dnnl::engine::kind::cpu, 0);
-  return engine;
-}
 
 // One convolution call as a plan sees it.
 struct Call {
@@ -250,9 +238,6 @@ std::shared_ptr<const Plan> make_plan(const Call& call) {
   return make_plan_with(call, dnnl::algorithm::convolution_direct);
 }
 
-// A training program uses a few dozen plans; one that cycles through more shapes than this starts over.
-constexpr size_t kMaxPlans = 512;
-
 // The cached plan for `call` at the current thread count (Note [oneDNN convolution plans]); null when
 // oneDNN declines the call.
 std::shared_ptr<const Plan> plan_for(const Call& call, DType dtype) {
@@ -261,7 +246,6 @@ std::shared_ptr<const Plan> plan_for(const Call& call, DType dtype) {
   if (!winograd_pays_off(call) && !blocked_kernels_pay_off(call)) return nullptr;
   std::vector<int64_t> key{static_cast<int64_t>(call.pass),
                            call.bias,
-                           get_num_threads(),
                            call.params.groups,
                            call.params.stride.h,
                            call.params.stride.w,
@@ -270,57 +254,8 @@ std::shared_ptr<const Plan> plan_for(const Call& call, DType dtype) {
                            call.params.dilation.h,
                            call.params.dilation.w};
   for (const Shape* shape : {&call.input, &call.weight, &call.out}) key.insert(key.end(), shape->begin(), shape->end());
-  static std::mutex mutex;
-  static std::map<std::vector<int64_t>, std::shared_ptr<const Plan>> plans;
-  const std::lock_guard lock(mutex);
-  if (const auto found = plans.find(key); found != plans.end()) return found->second;
-  std::shared_ptr<const Plan> made;
-  try {
-    made = make_plan(call);
-  } catch (const dnnl::error&) {  // no implementation at all for these shapes
-  }
-  if (plans.size() >= kMaxPlans) plans.clear();
-  plans.emplace(std::move(key), made);
-  return made;
-}
-
-// The scratch memory of every plan run on this thread: one mapping, replaced by a larger one when a
-// plan needs more. Each plan's scratchpad has a size of its own (Winograd's hold transformed tiles:
-// 7-22 MB each on ResNet34 at 224², batch 4); taken from the CPU allocator, every size would stay
-// in its block cache (Note [CPU block cache] in core/allocator.cpp), 88 MB there against 22 MB for
-// the largest, and a grown buffer's old block too. A scratchpad lives only while its primitive
-// runs, and a thread runs one plan at a time.
-class ScratchMapping {
-public:
-  ScratchMapping() = default;
-  ScratchMapping(const ScratchMapping&) = delete;
-  ScratchMapping& operator=(const ScratchMapping&) = delete;
-  ~ScratchMapping() { release(); }
-
-  void* at_least(size_t bytes) {
-    if (bytes > bytes_) {
-      release();
-      void* mapped = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-      SG_CHECK(mapped != MAP_FAILED, "conv2d: out of memory mapping ", bytes, " bytes of oneDNN scratch memory");
-      data_ = mapped;
-      bytes_ = bytes;
-    }
-    return data_;
-  }
-
-private:
-  void release() {
-    if (data_ != nullptr) munmap(data_, bytes_);
-    data_ = nullptr;
-    bytes_ = 0;
-  }
-  void* data_ = nullptr;
-  size_t bytes_ = 0;
-};
-
-void* scratchpad_of_this_thread(const memory::desc& desc) {
-  thread_local ScratchMapping scratch;
-  return scratch.at_least(desc.get_size());
+  static PlanCache<Plan> plans;
+  return plans.get(std::move(key), [&] { return make_plan(call); });
 }
 
 // Runs a plan on contiguous inputs (in the plan's order) into the contiguous `output`.
@@ -348,7 +283,8 @@ void run(const Plan& plan, const TensorList& inputs, const Tensor& output) {
   memory result = plan.output.reorder ? buffer(plan.output.theirs) : out;
   args.emplace(plan.output.arg, result);
   if (plan.scratchpad.get_size() > 0)
-    args.emplace(DNNL_ARG_SCRATCHPAD, memory(plan.scratchpad, engine, scratchpad_of_this_thread(plan.scratchpad)));
+    args.emplace(DNNL_ARG_SCRATCHPAD,
+                 memory(plan.scratchpad, engine, scratchpad_of_this_thread(plan.scratchpad.get_size())));
   plan.primitive.execute(stream, args);
   if (plan.output.reorder) plan.output.reorder->execute(stream, result, out);
   stream.wait();

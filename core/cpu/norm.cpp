@@ -216,22 +216,49 @@ namespace {
 // its own column sums for the weight and bias gradients.
 constexpr int64_t kRowBlock = 64;
 
-// dx of one row: rstd * (dxhat - mean(dxhat) - xhat * mean(dxhat * xhat)), dxhat = dy * w. The two
-// means are sums in double; the row is written in math_t, as the forward writes its output.
+// What one row of layer norm's backward reads besides its x and dy.
+struct RowContext {
+  const double* weight;  // [K], in double: ones when the norm has no weight
+  double* sum_dy_xhat;   // [K], the block's column sums of dy * xhat (the weight's gradient)
+  double* sum_dy;        // [K], the block's column sums of dy (the bias's gradient)
+  int64_t K;
+};
+
+// One row of layer norm's backward in two passes over the row (which stays in L1):
+//   1. in double, the row's sums of dxhat and dxhat * xhat (dxhat = dy * w), and dy * xhat and dy
+//      added into the block's column sums;
+//   2. in math_t, as the forward writes its output, dx = rstd * (dxhat - mean(dxhat) - xhat * mean(dxhat * xhat)).
+// The first pass is one loop with no branch and two reductions, which `omp simd` lets the compiler
+// vectorise: without it GCC keeps a floating-point reduction in source order, one element at a time.
+// The vectorised order is fixed by the compiled code (a partial sum per vector lane, joined at the
+// end), so the bits depend on the data only, never on the thread count or the scheduling.
 template <typename scalar_t>
-void row_input_gradient(const scalar_t* row, const scalar_t* g, const scalar_t* w, double m, double inv, int64_t K,
-                        scalar_t* dx) {
+void layer_norm_row_backward(const scalar_t* row, const scalar_t* g, double m, double inv, const RowContext& context,
+                             scalar_t* dx) {
   using math_t = opmath_t<scalar_t>;
-  auto dxhat = [&](int64_t k) { return load(g[k]) * (w != nullptr ? load(w[k]) : 1.0); };
-  const double mean_dxhat = lane_sum(K, dxhat) / static_cast<double>(K);
-  const double mean_dxhat_xhat =
-      lane_sum(K, [&](int64_t k) { return dxhat(k) * (load(row[k]) - m) * inv; }) / static_cast<double>(K);
+  const int64_t K = context.K;
+  const double* w = context.weight;
+  double* sum_dy_xhat = context.sum_dy_xhat;
+  double* sum_dy = context.sum_dy;
+  double sum_dxhat = 0, sum_dxhat_xhat = 0;
+#pragma omp simd reduction(+ : sum_dxhat, sum_dxhat_xhat)
+  for (int64_t k = 0; k < K; ++k) {
+    const double dy = load(g[k]);
+    const double xhat = (load(row[k]) - m) * inv;
+    const double dxhat = dy * w[k];
+    sum_dxhat += dxhat;
+    sum_dxhat_xhat += dxhat * xhat;
+    sum_dy_xhat[k] += dy * xhat;
+    sum_dy[k] += dy;
+  }
+  if (dx == nullptr) return;
   const auto m_m = static_cast<math_t>(m), inv_m = static_cast<math_t>(inv);
-  const auto mean_m = static_cast<math_t>(mean_dxhat), projection = static_cast<math_t>(mean_dxhat_xhat);
+  const auto mean_m = static_cast<math_t>(sum_dxhat / static_cast<double>(K));
+  const auto projection = static_cast<math_t>(sum_dxhat_xhat / static_cast<double>(K));
   for (int64_t k = 0; k < K; ++k) {
     const math_t xhat = (static_cast<math_t>(row[k]) - m_m) * inv_m;
-    const math_t dxhat_k = static_cast<math_t>(g[k]) * (w != nullptr ? static_cast<math_t>(w[k]) : math_t(1));
-    dx[k] = static_cast<scalar_t>(inv_m * (dxhat_k - mean_m - xhat * projection));
+    const math_t dxhat = static_cast<math_t>(g[k]) * static_cast<math_t>(w[k]);
+    dx[k] = static_cast<scalar_t>(inv_m * (dxhat - mean_m - xhat * projection));
   }
 }
 
@@ -253,33 +280,27 @@ void layer_norm_backward(const Tensor& grad_input, const Tensor& grad_weight, co
     scalar_t* dx_data = optional_data<scalar_t>(grad_input);
     scalar_t* dw_data = optional_data<scalar_t>(grad_weight);
     scalar_t* db_data = optional_data<scalar_t>(grad_bias);
+    std::vector<double> weight_double(K, 1.0);  // converted once, not once per row
+    if (w != nullptr)
+      for (int64_t k = 0; k < K; ++k) weight_double[k] = load(w[k]);
     // One pass over the rows for all three gradients: a block of rows writes its rows' dx while
     // they are in cache and adds their dy * xhat and dy into the block's own column sums (double).
     // The blocks' sums are then added in block order: the blocks depend on the shape only, so the
-    // bits do not depend on the thread count.
-    const bool column_sums = dw_data != nullptr || db_data != nullptr;
+    // bits do not depend on the thread count. The column sums are kept even when no weight or bias
+    // gradient is asked for, so that the row loop has no branch to vectorise around.
     const int64_t blocks = (M + kRowBlock - 1) / kRowBlock;
-    std::vector<double> block_sums(column_sums ? blocks * 2 * K : 0);  // per block: sum(dy * xhat), sum(dy)
+    std::vector<double> block_sums(blocks * 2 * K);  // per block: sum(dy * xhat), sum(dy)
     const int64_t grain = std::max<int64_t>(1, kParallelGrain / std::max<int64_t>(1, kRowBlock * K));
     parallel_for(blocks, grain, [&](int64_t begin, int64_t end) {
       for (int64_t block = begin; block < end; ++block) {
-        double* sum_dy_xhat = column_sums ? block_sums.data() + block * 2 * K : nullptr;
-        double* sum_dy = column_sums ? sum_dy_xhat + K : nullptr;
-        for (int64_t r = block * kRowBlock; r < std::min(M, (block + 1) * kRowBlock); ++r) {
-          const scalar_t* row = x_data + r * K;
-          const scalar_t* g = dy_data + r * K;
-          const double m = mean_data[r];
-          const double inv = rstd_data[r];
-          if (dx_data != nullptr) row_input_gradient(row, g, w, m, inv, K, dx_data + r * K);
-          if (!column_sums) continue;
-          for (int64_t k = 0; k < K; ++k) {
-            sum_dy_xhat[k] += load(g[k]) * (load(row[k]) - m) * inv;
-            sum_dy[k] += load(g[k]);
-          }
-        }
+        const RowContext context{weight_double.data(), block_sums.data() + block * 2 * K,
+                                 block_sums.data() + block * 2 * K + K, K};
+        for (int64_t r = block * kRowBlock; r < std::min(M, (block + 1) * kRowBlock); ++r)
+          layer_norm_row_backward(x_data + r * K, dy_data + r * K, mean_data[r], rstd_data[r], context,
+                                  dx_data != nullptr ? dx_data + r * K : nullptr);
       }
     });
-    if (!column_sums) return;
+    if (dw_data == nullptr && db_data == nullptr) return;
     for (int64_t k = 0; k < K; ++k) {
       double total_dy_xhat = 0;
       double total_dy = 0;

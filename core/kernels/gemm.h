@@ -1,6 +1,7 @@
 #pragma once
 // defines: kernels::gemm — the one matrix-product kernel every product op (matmul, mm, bmm,
-//          addmm, and later linear and convolution) runs on.
+//          addmm, and later linear and convolution) runs on; kernels::gemm_bias — the same
+//          product with a Linear layer's bias added to every row.
 //
 // Contract: out[..., m, n] = alpha * (a[..., m, k] @ b[..., k, n]) + beta * out, for every index of
 // the batch dims `...` (none for a plain matrix product).
@@ -16,5 +17,13 @@
 namespace sg::kernels {
 
 void gemm(const Tensor& out, const Tensor& a, const Tensor& b, double alpha = 1.0, double beta = 0.0);
+
+// out[m, n] = a[m, k] @ b[k, n] + bias[n] for every row: a Linear layer's product with its bias.
+// 2-D operands as gemm's (any strides; out allocated by the caller, its values ignored), bias 1-D
+// [n] of their dtype.
+// f32 on a CPU whose f32 GEMM is oneDNN's adds the bias inside the product (Note [The bias inside
+// the GEMM] in core/cpu/gemm_onednn.cpp); everywhere else out is filled with the bias and gemm
+// adds the product to it (beta = 1).
+void gemm_bias(const Tensor& out, const Tensor& a, const Tensor& b, const Tensor& bias);
 
 }  // namespace sg::kernels
