@@ -3,8 +3,20 @@
 // blocks: a block's scores come from one small GEMM, the softmax is folded in online (a running max
 // and a running sum per row, the partial output rescaled when the max grows), and a second GEMM adds
 // the block's probabilities times its values into the output. Only the per-row log-sum-exp is kept
-// for the backward, which recomputes each block's probabilities from it. Key blocks wholly above
-// the causal diagonal are never touched.
+// for the backward, which recomputes each block's probabilities from it, and with dropout one bit
+// per probability (Note [Attention dropout bits]). Key blocks wholly above the causal diagonal are
+// never touched.
+//
+// Note [Attention dropout bits]
+// The forward draws each probability's keep decision (math::attention_keep's bits, Note [Attention
+// dropout from a counter] in core/attention_math.h) once, 64 at a time into one 64-bit word per
+// (query row, key block), and writes the words to dropout_keep, [batch..., L, ceil(S / 64)] i64,
+// which autograd keeps next to log_sum_exp; the backward reads them instead of drawing again, which
+// cost it as many Philox draws as the forward. That is S / 8 bytes per query row: 0.4 MB per layer
+// at gpt-mini's (32, 6, 128, 128). Words the forward does not visit (above the causal diagonal)
+// are never read; a row block whose keys were all masked so far stores 0, and so do the keys after
+// the diagonal: their probabilities are 0 whatever the bit. The CUDA kernel does not store them
+// and draws again from the seed.
 //
 // The GEMMs are the BLAS library's (cpu::blas_sgemm / blas_dgemm on 64 x 64 blocks: measured 3.5-4.5x
 // faster than the plain loop below, which runs only where OpenBLAS is not available; docs/performance.md).
