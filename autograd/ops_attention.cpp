@@ -133,26 +133,32 @@ Tensor scaled_dot_product_attention(const Tensor& query, const Tensor& key, cons
   Shape rows = batch;
   rows.push_back(L);
   const Tensor log_sum_exp = empty(rows, math_options);  // [batch..., L]: all the backward keeps per row
-  kernels::attention_forward(out, log_sum_exp, qe, kernel_operand(key, batch), kernel_operand(value, batch), args);
+  // On the CPU, dropout's decisions as bits, which the backward reads instead of drawing them again;
+  // the CUDA kernel draws them again (core/kernels/attention.h).
+  Tensor dropout_keep;
+  if (args.dropout_p > 0 && query.device().is_cpu())
+    dropout_keep = empty(with_matrix(batch, L, attention_dropout_words(S)), {DType::i64});
+  kernels::attention_forward(out, log_sum_exp, dropout_keep, qe, kernel_operand(key, batch),
+                             kernel_operand(value, batch), args);
   // With P = softmax(scores), Z = dropout(P), out = Z v and delta_i = dout_i . out_i:
   // dv = Z^T dout, dscores = P * (dropout(dout v^T) - delta), dq = scale dscores k, dk = scale dscores^T q
-  return record("ScaledDotProductAttentionBackward", out, {query, key, value},
-                [sq = SavedTensor(query), sk = SavedTensor(key), sv = SavedTensor(value), so = SavedTensor(out),
-                 smask = SavedTensor(args.mask), log_sum_exp, args, batch](const Tensor& g, const NeedsGrad&) {
-                  const Tensor q = sq.get(), k = sk.get(), v = sv.get();
-                  AttentionArgs checked = args;
-                  checked.mask = smask.get();  // throws if the mask was modified in place since the forward
-                  const Tensor qe = kernel_operand(q, batch), ke = kernel_operand(k, batch),
-                               ve = kernel_operand(v, batch);
-                  const TensorOptions options{q.dtype(), q.device()};
-                  Tensor grad_q = empty_in_layout_of(qe.sizes(), qe, options),
-                         grad_k = empty_in_layout_of(ke.sizes(), ke, options),
-                         grad_v = empty_in_layout_of(ve.sizes(), ve, options);
-                  kernels::attention_backward(grad_q, grad_k, grad_v, kernel_operand(g.to(q.dtype()), batch), qe, ke,
-                                              ve, so.get(), log_sum_exp, checked);
-                  return TensorList{autograd::sum_to(grad_q, q.sizes()), autograd::sum_to(grad_k, k.sizes()),
-                                    autograd::sum_to(grad_v, v.sizes())};
-                });
+  return record(
+      "ScaledDotProductAttentionBackward", out, {query, key, value},
+      [sq = SavedTensor(query), sk = SavedTensor(key), sv = SavedTensor(value), so = SavedTensor(out),
+       smask = SavedTensor(args.mask), log_sum_exp, dropout_keep, args, batch](const Tensor& g, const NeedsGrad&) {
+        const Tensor q = sq.get(), k = sk.get(), v = sv.get();
+        AttentionArgs checked = args;
+        checked.mask = smask.get();  // throws if the mask was modified in place since the forward
+        const Tensor qe = kernel_operand(q, batch), ke = kernel_operand(k, batch), ve = kernel_operand(v, batch);
+        const TensorOptions options{q.dtype(), q.device()};
+        Tensor grad_q = empty_in_layout_of(qe.sizes(), qe, options),
+               grad_k = empty_in_layout_of(ke.sizes(), ke, options),
+               grad_v = empty_in_layout_of(ve.sizes(), ve, options);
+        kernels::attention_backward(grad_q, grad_k, grad_v, kernel_operand(g.to(q.dtype()), batch), qe, ke, ve,
+                                    so.get(), log_sum_exp, dropout_keep, checked);
+        return TensorList{autograd::sum_to(grad_q, q.sizes()), autograd::sum_to(grad_k, k.sizes()),
+                          autograd::sum_to(grad_v, v.sizes())};
+      });
 }
 
 Tensor attention_dropout_mask(const Shape& shape, double dropout_p, uint64_t seed, uint64_t first_block) {

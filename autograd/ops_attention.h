@@ -25,11 +25,14 @@ struct AttentionOptions {
 
 // softmax(q k^T * scale + mask) v for q [..., L, E], k [..., S, E], v [..., S, Ev] (their leading
 // dims broadcast), giving [..., L, Ev]. One autograd op with its own backward, which keeps only
-// the per-row log-sum-exp and recomputes the probabilities (memory O(L + S) per row, never L x S).
+// the per-row log-sum-exp (and, on the CPU with dropout, one bit per probability) and recomputes
+// the probabilities (memory O(L + S) per row, never L x S numbers).
 // q, k, v may be any views (e.g. heads of one packed projection): they are read where they lie.
 // A row whose keys are all masked gives 0 and a zero gradient (as PyTorch 2.x's fused kernels).
 // Dropout draws from `generator` (the default one when null) through a counter-based hash, so the
-// backward redraws the same mask (Note [Attention dropout from a counter], core/attention_math.h).
+// backward drops the same probabilities: on the CPU it reads the forward's decisions, kept as one
+// bit each (S / 8 bytes per query row), on CUDA it draws them again (Note [Attention dropout from a
+// counter], core/attention_math.h).
 Tensor scaled_dot_product_attention(const Tensor& query, const Tensor& key, const Tensor& value,
                                     const AttentionOptions& options = {}, Generator* generator = nullptr);
 

@@ -5,12 +5,14 @@
 //          same probabilities.
 //
 // Note [Attention dropout from a counter]
-// The fused attention never stores its [L, S] probabilities, so it cannot store a dropout mask
-// either: the backward must draw the same mask again. Each probability therefore draws from a
-// counter-based hash of where it is: element e = (n * L + i) * S + j (batch entry n, query row i,
-// key column j) is kept when 32-bit word e % 4 of Philox block first_block + e / 4, as a uniform in
-// [0, 1), is >= p. The forward reserves the blocks from the Generator, so the next random op draws
-// fresh numbers; forward, backward, the GPU and attention_dropout_mask all compute the same bits.
+// The fused attention never stores its [L, S] probabilities, and a dropout mask of one byte each
+// would be as large: its backward must drop the same probabilities without a stored byte mask.
+// Each probability therefore draws from a counter-based hash of where it is: element
+// e = (n * L + i) * S + j (batch entry n, query row i, key column j) is kept when 32-bit word e % 4
+// of Philox block first_block + e / 4, as a uniform in [0, 1), is >= p. The forward reserves the
+// blocks from the Generator, so the next random op draws fresh numbers; the GPU's forward and
+// backward, the CPU forward and attention_dropout_mask all compute the same bits (the CPU backward
+// reads the forward's, kept as bits: Note [Attention dropout bits] in core/cpu/attention.cpp).
 #include <cstdint>
 
 #include "core/host_device.h"
@@ -51,8 +53,8 @@ inline AttentionBatch attention_batch(const Tensor& t) {
 }
 
 // Whether probability `element` survives dropout with probability p (Note [Attention dropout from
-// a counter]): the definition. The CPU kernel computes the same bits sixteen blocks at a time
-// (core/cpu/attention.cpp); the GPU kernel and attention_dropout_mask call this.
+// a counter]): the definition. The CPU kernel computes the same bits sixteen blocks at a time into
+// 64-bit words (core/cpu/attention.cpp); the GPU kernel and attention_dropout_mask call this.
 SG_HOST_DEVICE inline bool attention_keep(uint64_t seed, uint64_t first_block, uint64_t element, float p) {
   return uniform_float(philox4x32_10(seed, first_block + element / 4).word[element % 4]) >= p;
 }

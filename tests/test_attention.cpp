@@ -159,25 +159,36 @@ TEST_CASE("gradcheck: the fused attention with masks, L != S and Ev != E") {
 
 namespace {
 
+// [N, L, H * D] split into heads [N, H, L, D] by a view, as MultiheadAttention splits a projection.
+Tensor split_heads(const Tensor& x, int64_t heads) {
+  return x.reshape({x.size(0), x.size(1), heads, x.size(2) / heads}).permute({0, 2, 1, 3});
+}
+
 // The fused op with dropout and the composed one given attention_dropout_mask's keep-mask for the
 // same generator state: outputs and gradients agree to f64 rounding, and the op reserved its draws.
-void check_dropout_matches_composed(const Tensor& q, const Tensor& k, const Tensor& v, bool causal, double p) {
+// With heads > 0, q, k and v are [N, L, H * D] and the fused op is given their heads' views.
+void check_dropout_matches_composed(const Tensor& q, const Tensor& k, const Tensor& v, bool causal, double p,
+                                    int64_t heads = 0) {
+  const auto view = [heads](const Tensor& x) { return heads > 0 ? split_heads(x, heads) : x; };
   Generator generator(1234);
   generator.set_offset(17);
-  Shape scores = q.sizes();
+  Shape scores = view(q).sizes();
   scores.back() = k.size(-2);
   const Tensor keep = attention_dropout_mask(scores, p, generator.seed(), generator.offset());
   const double kept = test::values(keep.to(DType::f64).mean())[0];
   CHECK(kept > 1 - p - 0.1);
   CHECK(kept < 1 - p + 0.1);
-  const Tensor weight = output_weight(q, v);
+  const Tensor weight = output_weight(view(q), view(v));
   const Run expected = run(
       [&](const TensorList& in) {
-        return composed(in[0], in[1], in[2], {.causal = causal, .keep = keep, .dropout_p = p});
+        return composed(view(in[0]).contiguous(), view(in[1]).contiguous(), view(in[2]).contiguous(),
+                        {.causal = causal, .keep = keep, .dropout_p = p});
       },
       {q, k, v}, weight);
   const Run got = run(
-      [&](const TensorList& in) { return fused(in[0], in[1], in[2], {.causal = causal, .dropout_p = p}, &generator); },
+      [&](const TensorList& in) {
+        return fused(view(in[0]), view(in[1]), view(in[2]), {.causal = causal, .dropout_p = p}, &generator);
+      },
       {q, k, v}, weight);
   CHECK(generator.offset() == 17 + static_cast<uint64_t>((numel_of(scores) + 3) / 4));
   CHECK(test::max_abs_diff(got.out, expected.out) < 1e-12);
@@ -195,6 +206,19 @@ TEST_CASE("causal dropout over several key blocks draws the keep-mask's bits, on
   // L = S = 150: three key blocks of the CPU kernel, rows that straddle its 64-probability batches
   // of draws, and the keys above the diagonal that it does not draw.
   check_dropout_matches_composed(input({2, 2, 150, 3}), input({2, 2, 150, 3}), input({2, 2, 150, 4}), true, 0.2);
+}
+
+TEST_CASE("the backward drops what the forward dropped, on heads' views with L and S no multiples of 64") {
+  // The CPU backward reads the forward's bits instead of drawing them again: against the composed op
+  // given attention_dropout_mask's mask, on rows of 131 and 70 probabilities (partial words, rows
+  // that start mid-block) read through the heads' strides, causal with L != S or not.
+  for (const bool causal : {false, true}) {
+    CAPTURE(causal);
+    check_dropout_matches_composed(input({2, 70, 3 * 4}), input({2, 131, 3 * 4}), input({2, 131, 3 * 5}), causal, 0.25,
+                                   3);
+    check_dropout_matches_composed(input({2, 131, 2 * 3}), input({2, 70, 2 * 3}), input({2, 70, 2 * 2}), causal, 0.25,
+                                   2);
+  }
 }
 
 TEST_CASE("gradcheck: the fused attention with dropout, the same seed for every evaluation") {
@@ -280,11 +304,6 @@ TEST_CASE("the fused attention gives the same bits on 1 and 2 threads") {
   }
   CHECK(test::max_abs_diff(one.out, two.out) == 0.0);
   for (size_t i = 0; i < 3; ++i) CHECK(test::max_abs_diff(one.grads[i], two.grads[i]) == 0.0);
-}
-
-// [N, L, H * D] split into heads [N, H, L, D] by a view, as MultiheadAttention splits a projection.
-Tensor split_heads(const Tensor& x, int64_t heads) {
-  return x.reshape({x.size(0), x.size(1), heads, x.size(2) / heads}).permute({0, 2, 1, 3});
 }
 
 TEST_CASE(

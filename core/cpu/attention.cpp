@@ -3,8 +3,20 @@
 // blocks: a block's scores come from one small GEMM, the softmax is folded in online (a running max
 // and a running sum per row, the partial output rescaled when the max grows), and a second GEMM adds
 // the block's probabilities times its values into the output. Only the per-row log-sum-exp is kept
-// for the backward, which recomputes each block's probabilities from it. Key blocks wholly above
-// the causal diagonal are never touched.
+// for the backward, which recomputes each block's probabilities from it, and with dropout one bit
+// per probability (Note [Attention dropout bits]). Key blocks wholly above the causal diagonal are
+// never touched.
+//
+// Note [Attention dropout bits]
+// The forward draws each probability's keep decision (math::attention_keep's bits, Note [Attention
+// dropout from a counter] in core/attention_math.h) once, 64 at a time into one 64-bit word per
+// (query row, key block), and writes the words to dropout_keep, [batch..., L, ceil(S / 64)] i64,
+// which autograd keeps next to log_sum_exp; the backward reads them instead of drawing again, which
+// cost it as many Philox draws as the forward. That is S / 8 bytes per query row: 0.4 MB per layer
+// at gpt-mini's (32, 6, 128, 128). Words the forward does not visit (above the causal diagonal)
+// are never read; a row block whose keys were all masked so far stores 0, and so do the keys after
+// the diagonal: their probabilities are 0 whatever the bit. The CUDA kernel does not store them
+// and draws again from the seed.
 //
 // The GEMMs are the BLAS library's (cpu::blas_sgemm / blas_dgemm on 64 x 64 blocks: measured 3.5-4.5x
 // faster than the plain loop below, which runs only where OpenBLAS is not available; docs/performance.md).
@@ -65,6 +77,13 @@ T row_sum(const T* x, int64_t n) {
   T total = 0;
   for (int64_t l = 0; l < kLanes; ++l) total += lanes[l];
   return total;
+}
+
+// x[j] *= what dropout multiplies probability j by: 1 / (1 - p) where bit j of `keep` is set, 0
+// where it is not (n <= 64).
+template <typename T>
+void apply_dropout(uint64_t keep, T kept_scale, T* x, int64_t n) {
+  for (int64_t j = 0; j < n; ++j) x[j] *= (keep >> j & 1) ? kept_scale : T(0);
 }
 
 // Row-major C[m, n] = alpha op(A) op(B) + beta C for the small blocks of the kernel.
@@ -150,6 +169,7 @@ struct Problem {
   math::AttentionBatch mask_batch;
   int64_t mask_row_stride = 0, mask_col_stride = 0;
   int64_t L, S, E, Ev;
+  int64_t words_per_row;  // of the dropout bits: one word per key block
   math_t scale;
   bool causal;
   double dropout_p;
@@ -163,6 +183,7 @@ struct Problem {
         S(k_.size(-2)),
         E(q_.size(-1)),
         Ev(v_.size(-1)),
+        words_per_row(attention_dropout_words(S)),
         scale(static_cast<math_t>(args.scale)),
         causal(args.causal),
         dropout_p(args.dropout_p),
@@ -203,46 +224,49 @@ struct Problem {
     }
   }
 
-  // factor[j] = what dropout multiplies probability (n, i, c0 + j) by: 0, or 1 / (1 - p). The bits are
-  // math::attention_keep's, drawn sixteen Philox blocks (64 probabilities) at a time by
-  // cpu::philox_batch instead of one block at a time: the scalar draws took about half of the
-  // attention's time in gpt-mini (docs/performance.md). With causal, keys after the diagonal have
-  // probability 0 whatever the draw, so they are not drawn.
-  void dropout_factors(int64_t n, int64_t i, int64_t c0, int64_t cols, math_t* factor) const {
-    const math_t kept = static_cast<math_t>(1.0 / (1.0 - dropout_p));
+  // Bit j: whether probability (n, i, c0 + j) survives dropout, for j < drawn <= 64 (0 beyond). The
+  // bits are math::attention_keep's, drawn sixteen Philox blocks (64 probabilities) at a time by
+  // cpu::philox_batch; a row that does not start on a block's first word takes its bits from two
+  // batches. Only the forward draws (Note [Attention dropout bits]).
+  uint64_t keep_bits(int64_t n, int64_t i, int64_t c0, int64_t drawn) const {
     const float keep_below = static_cast<float>(dropout_p);
-    const int64_t drawn = causal ? std::clamp<int64_t>(i + 1 - c0, 0, cols) : cols;
     const uint64_t first = static_cast<uint64_t>((n * L + i) * S + c0);
-    math_t batch_factors[4 * kPhiloxBatch];
+    uint64_t bits = 0;
     for (int64_t j = 0; j < drawn;) {
       const uint64_t block = (first + static_cast<uint64_t>(j)) / 4;  // the batch's first, after first_block
-      factors_of(philox_batch(seed, first_block + block), keep_below, kept, batch_factors);
       const int64_t at = static_cast<int64_t>(first + static_cast<uint64_t>(j) - 4 * block);  // j's place in it
-      const int64_t count = std::min<int64_t>(drawn - j, 4 * kPhiloxBatch - at);
-      std::copy_n(batch_factors + at, count, factor + j);
-      j += count;
+      bits |= (keep_bits_of(philox_batch(seed, first_block + block), keep_below) >> at) << j;
+      j += 4 * kPhiloxBatch - at;
     }
-    std::fill(factor + drawn, factor + cols, math_t(0));
+    return drawn == 64 ? bits : bits & ((uint64_t(1) << drawn) - 1);
   }
 
-  // The factors of a batch's 64 probabilities in element order (word w of block l is element
-  // 4 l + w). Compared word by word, with unit stride, then interleaved: the loops vectorise, where
-  // one loop in element order (word e % 4 of block e / 4) ran three times slower than the draws.
-  static void factors_of(const PhiloxBatch& batch, float keep_below, math_t kept, math_t* factor) {
-    math_t by_word[4][kPhiloxBatch];
-    for (int w = 0; w < 4; ++w)
-      for (int l = 0; l < kPhiloxBatch; ++l)
-        by_word[w][l] = uniform_float(batch.word[w][l]) >= keep_below ? kept : math_t(0);
+  // Bit 4 l + w: whether word w of block l of the batch is kept, i.e. the batch's 64 probabilities in
+  // element order. A loop over the blocks compares their four words with unit stride into a nibble
+  // per block, a second shifts the nibbles into place: both vectorise, and together cost about a
+  // fifth of the Philox draws, where float factors interleaved into element order and copied out
+  // cost more than the draws.
+  static uint64_t keep_bits_of(const PhiloxBatch& batch, float keep_below) {
+    static_assert(4 * kPhiloxBatch == kKeyBlock, "a batch's 64 decisions fill one word");
+    uint32_t nibble[kPhiloxBatch];
     for (int l = 0; l < kPhiloxBatch; ++l)
-      for (int w = 0; w < 4; ++w) factor[4 * l + w] = by_word[w][l];
+      nibble[l] = static_cast<uint32_t>(
+          (uniform_float(batch.word[0][l]) >= keep_below) | (uniform_float(batch.word[1][l]) >= keep_below) << 1 |
+          (uniform_float(batch.word[2][l]) >= keep_below) << 2 | (uniform_float(batch.word[3][l]) >= keep_below) << 3);
+    uint64_t bits = 0;
+    for (int l = 0; l < kPhiloxBatch; ++l) bits |= static_cast<uint64_t>(nibble[l]) << (4 * l);
+    return bits;
   }
+
+  // What dropout multiplies a kept probability by.
+  math_t kept_scale() const { return static_cast<math_t>(1.0 / (1.0 - dropout_p)); }
 };
 
 // Forward of query rows [r0, r0 + rows) of matrix n: out rows and their log-sum-exp.
 template <typename scalar_t>
 struct ForwardBlock {
   using math_t = opmath_t<scalar_t>;
-  std::vector<math_t> q, k, v, s, acc, max, sum, factor;
+  std::vector<math_t> q, k, v, s, acc, max, sum;
   explicit ForwardBlock(const Problem<scalar_t>& p)
       : q(kQueryBlock * p.E),
         k(kKeyBlock * p.E),
@@ -250,11 +274,11 @@ struct ForwardBlock {
         s(kQueryBlock * kKeyBlock),
         acc(kQueryBlock * p.Ev),
         max(kQueryBlock),
-        sum(kQueryBlock),
-        factor(kKeyBlock) {}
+        sum(kQueryBlock) {}
 
+  // keep_words: the dropout bits of rows r0 .. (Note [Attention dropout bits]), or null without dropout.
   void run(const Problem<scalar_t>& p, int64_t n, int64_t r0, int64_t rows, const Matrices<scalar_t>& out,
-           math_t* log_sum_exp) {
+           math_t* log_sum_exp, uint64_t* keep_words) {
     constexpr math_t kNone = -std::numeric_limits<math_t>::infinity();
     const Block<math_t> qb = rows_of(p.q, n, r0, rows, p.E, q);
     std::fill_n(max.begin(), rows, kNone);
@@ -268,8 +292,10 @@ struct ForwardBlock {
         // Online softmax: with the new running max m', the old sum and output were computed
         // against m, so both are multiplied by exp(m - m') before this block's terms are added.
         const math_t new_max = std::max(max[r], row_max(row, cols));
-        if (new_max == kNone) {  // every key so far masked: nothing to add
+        uint64_t* keep = keep_words ? keep_words + r * p.words_per_row + c0 / kKeyBlock : nullptr;
+        if (new_max == kNone) {  // every key so far masked: nothing to add, nothing to keep
           std::fill_n(row, cols, math_t(0));
+          if (keep) *keep = 0;
           continue;
         }
         for (int64_t j = 0; j < cols; ++j) row[j] = exp_of(row[j] - new_max);
@@ -278,9 +304,11 @@ struct ForwardBlock {
         max[r] = new_max;
         if (rescale != math_t(1))
           for (int64_t c = 0; c < p.Ev; ++c) acc[r * p.Ev + c] *= rescale;
-        if (p.dropout_p > 0) {  // the sum above is of the kept and the dropped: dropout acts after softmax
-          p.dropout_factors(n, r0 + r, c0, cols, factor.data());
-          for (int64_t j = 0; j < cols; ++j) row[j] *= factor[j];
+        if (keep) {  // the sum above is of the kept and the dropped: dropout acts after softmax
+          // With causal, keys after the diagonal have probability 0 whatever the draw: not drawn.
+          const int64_t drawn = p.causal ? std::clamp<int64_t>(r0 + r + 1 - c0, 0, cols) : cols;
+          *keep = p.keep_bits(n, r0 + r, c0, drawn);
+          apply_dropout(*keep, p.kept_scale(), row, cols);
         }
       }
       const Block<math_t> vb = rows_of(p.v, n, c0, cols, p.Ev, v);
@@ -301,7 +329,7 @@ struct ForwardBlock {
 template <typename scalar_t>
 struct BackwardMatrix {
   using math_t = opmath_t<scalar_t>;
-  std::vector<math_t> q, g, k, v, s, dp, z, dk, dv, dq, delta, factor;
+  std::vector<math_t> q, g, k, v, s, dp, z, dk, dv, dq, delta;
   explicit BackwardMatrix(const Problem<scalar_t>& p)
       : q(kQueryBlock * p.E),
         g(kQueryBlock * p.Ev),
@@ -313,13 +341,13 @@ struct BackwardMatrix {
         dk(kKeyBlock * p.E),
         dv(kKeyBlock * p.Ev),
         dq(p.L * p.E),
-        delta(p.L),
-        factor(kKeyBlock) {}
+        delta(p.L) {}
 
-  // Matrix n of grad_out and out ([L, Ev]), log_sum_exp ([L]), grad_q ([L, E]), grad_k ([S, E]) and grad_v ([S, Ev]).
+  // Matrix n of grad_out and out ([L, Ev]), log_sum_exp ([L]), the forward's dropout bits (L rows of
+  // words_per_row, or null without dropout), grad_q ([L, E]), grad_k ([S, E]) and grad_v ([S, Ev]).
   void run(const Problem<scalar_t>& p, int64_t n, const Matrices<const scalar_t>& grad_out,
-           const Matrices<const scalar_t>& out, const math_t* log_sum_exp, const Matrices<scalar_t>& grad_q,
-           const Matrices<scalar_t>& grad_k, const Matrices<scalar_t>& grad_v) {
+           const Matrices<const scalar_t>& out, const math_t* log_sum_exp, const uint64_t* keep_words,
+           const Matrices<scalar_t>& grad_q, const Matrices<scalar_t>& grad_k, const Matrices<scalar_t>& grad_v) {
     // delta_i = sum_j p_ij dp_ij = dO_i . O_i: the term softmax's backward subtracts, one per row.
     for (int64_t i = 0; i < p.L; ++i) {
       const scalar_t *g_row = grad_out.row(n, i), *out_row = out.row(n, i);
@@ -350,13 +378,12 @@ struct BackwardMatrix {
           if (lse == -std::numeric_limits<math_t>::infinity()) std::fill_n(prob, cols, math_t(0));
           else
             for (int64_t j = 0; j < cols; ++j) prob[j] = exp_of(prob[j] - lse);
-          if (p.dropout_p > 0) {  // Z = P * factor, dP = dZ * factor
-            p.dropout_factors(n, i, c0, cols, factor.data());
+          if (keep_words) {  // Z = dropout(P), dP = dropout(dZ): the forward's bits
+            const uint64_t keep = keep_words[i * p.words_per_row + c0 / kKeyBlock];
             math_t* kept = z.data() + r * kKeyBlock;
-            for (int64_t j = 0; j < cols; ++j) {
-              kept[j] = prob[j] * factor[j];
-              grad[j] *= factor[j];
-            }
+            std::copy_n(prob, cols, kept);
+            apply_dropout(keep, p.kept_scale(), kept, cols);
+            apply_dropout(keep, p.kept_scale(), grad, cols);
             probabilities_used = z.data();
           }
           // d score = P * (dP - delta): softmax's backward
@@ -392,10 +419,18 @@ void for_each_item(int64_t count, const Problem& p, Run run) {
   });
 }
 
+// The dropout bits' words, or null without dropout.
+uint64_t* keep_words_of(const Tensor& dropout_keep, const AttentionArgs& args) {
+  if (args.dropout_p == 0) return nullptr;
+  SG_CHECK(dropout_keep.defined() && dropout_keep.dtype() == DType::i64 && dropout_keep.is_contiguous(),
+           "scaled_dot_product_attention: the CPU kernel with dropout needs its dropout_keep bits (contiguous i64)");
+  return static_cast<uint64_t*>(dropout_keep.raw_data());
+}
+
 }  // namespace
 
-void attention_forward(const Tensor& out, const Tensor& log_sum_exp, const Tensor& q, const Tensor& k, const Tensor& v,
-                       const AttentionArgs& args) {
+void attention_forward(const Tensor& out, const Tensor& log_sum_exp, const Tensor& dropout_keep, const Tensor& q,
+                       const Tensor& k, const Tensor& v, const AttentionArgs& args) {
   SG_DISPATCH_FLOATING(q.dtype(), "scaled_dot_product_attention", [&]<typename scalar_t>() {
     using math_t = opmath_t<scalar_t>;
     const Problem<scalar_t> p(q, k, v, args);
@@ -403,18 +438,20 @@ void attention_forward(const Tensor& out, const Tensor& log_sum_exp, const Tenso
     const int64_t blocks = (p.L + kQueryBlock - 1) / kQueryBlock;
     const Matrices<scalar_t> out_matrices = matrices_of<scalar_t>(out);
     math_t* lse_data = static_cast<math_t*>(log_sum_exp.raw_data());
+    uint64_t* keep_words = keep_words_of(dropout_keep, args);
     // The last query blocks first: with causal they see the most keys, and the cheap ones at the
     // end even out the threads' finishing times.
     for_each_item<ForwardBlock<scalar_t>>(matrices * blocks, p, [&](ForwardBlock<scalar_t>& block, int64_t item) {
       const int64_t n = item % matrices, r0 = (blocks - 1 - item / matrices) * kQueryBlock;
-      block.run(p, n, r0, std::min(kQueryBlock, p.L - r0), out_matrices, lse_data + n * p.L + r0);
+      block.run(p, n, r0, std::min(kQueryBlock, p.L - r0), out_matrices, lse_data + n * p.L + r0,
+                keep_words ? keep_words + (n * p.L + r0) * p.words_per_row : nullptr);
     });
   });
 }
 
 void attention_backward(const Tensor& grad_q, const Tensor& grad_k, const Tensor& grad_v, const Tensor& grad_out,
                         const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out, const Tensor& log_sum_exp,
-                        const AttentionArgs& args) {
+                        const Tensor& dropout_keep, const AttentionArgs& args) {
   SG_DISPATCH_FLOATING(q.dtype(), "scaled_dot_product_attention", [&]<typename scalar_t>() {
     using math_t = opmath_t<scalar_t>;
     const Problem<scalar_t> p(q, k, v, args);
@@ -425,8 +462,10 @@ void attention_backward(const Tensor& grad_q, const Tensor& grad_k, const Tensor
     const auto dk = matrices_of<scalar_t>(grad_k);
     const auto dv = matrices_of<scalar_t>(grad_v);
     const math_t* lse_data = static_cast<const math_t*>(log_sum_exp.raw_data());
+    const uint64_t* keep_words = keep_words_of(dropout_keep, args);
     for_each_item<BackwardMatrix<scalar_t>>(matrices, p, [&](BackwardMatrix<scalar_t>& work, int64_t n) {
-      work.run(p, n, g, o, lse_data + n * p.L, dq, dk, dv);
+      work.run(p, n, g, o, lse_data + n * p.L, keep_words ? keep_words + n * p.L * p.words_per_row : nullptr, dq, dk,
+               dv);
     });
   });
 }

@@ -21,8 +21,8 @@ void copy_back(const Tensor& to, const Tensor& from) {
 
 }  // namespace
 
-void attention_forward(const Tensor& out, const Tensor& log_sum_exp, const Tensor& q, const Tensor& k, const Tensor& v,
-                       const AttentionArgs& args) {
+void attention_forward(const Tensor& out, const Tensor& log_sum_exp, const Tensor& dropout_keep, const Tensor& q,
+                       const Tensor& k, const Tensor& v, const AttentionArgs& args) {
   const profiler::RecordScope scope("attention_forward", profiler::Category::attention, q, k, v);
   if (runs_on_cuda(q.device(), "scaled_dot_product_attention")) {
     if constexpr (kCudaBuild) {
@@ -31,12 +31,12 @@ void attention_forward(const Tensor& out, const Tensor& log_sum_exp, const Tenso
       return copy_back(out, dense_out);
     }
   }
-  cpu::attention_forward(out, log_sum_exp, q, k, v, args);
+  cpu::attention_forward(out, log_sum_exp, dropout_keep, q, k, v, args);
 }
 
 void attention_backward(const Tensor& grad_q, const Tensor& grad_k, const Tensor& grad_v, const Tensor& grad_out,
                         const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out, const Tensor& log_sum_exp,
-                        const AttentionArgs& args) {
+                        const Tensor& dropout_keep, const AttentionArgs& args) {
   const profiler::RecordScope scope("attention_backward", profiler::Category::attention, grad_out, q, k, v);
   if (runs_on_cuda(q.device(), "scaled_dot_product_attention")) {
     if constexpr (kCudaBuild) {
@@ -48,7 +48,7 @@ void attention_backward(const Tensor& grad_q, const Tensor& grad_k, const Tensor
       return copy_back(grad_v, dense_v);
     }
   }
-  cpu::attention_backward(grad_q, grad_k, grad_v, grad_out, q, k, v, out, log_sum_exp, args);
+  cpu::attention_backward(grad_q, grad_k, grad_v, grad_out, q, k, v, out, log_sum_exp, dropout_keep, args);
 }
 
 void attention_dropout_keep(const Tensor& keep, const AttentionArgs& args) {

@@ -1,5 +1,5 @@
 #pragma once
-// defines: AttentionArgs, kernels::attention_forward, kernels::attention_backward — the fused
+// defines: AttentionArgs, attention_dropout_words, kernels::attention_forward, kernels::attention_backward — the fused
 //          scaled dot-product attention (docs/attention.md), behind scaled_dot_product_attention
 //          (autograd/ops_attention.h).
 //
@@ -14,7 +14,11 @@
 //   p = softmax(scores); out_i = sum_j dropout(p)_j v_j;  log_sum_exp_i = log(sum_j exp(scores_j)).
 // A row whose scores are all -inf (every key masked) gives out_i = 0 and log_sum_exp_i = -inf, and
 // no gradient, as PyTorch's scaled_dot_product_attention. Nothing [L, S] is kept between forward
-// and backward: the backward recomputes the probabilities from q, k and log_sum_exp. The CPU kernel
+// and backward but, on the CPU with dropout, one bit per probability: the backward recomputes the
+// probabilities from q, k and log_sum_exp. dropout_keep is undefined without dropout and on CUDA
+// (whose backward draws the dropout again from the seed); on the CPU with dropout it is
+// [batch..., L, attention_dropout_words(S)] i64, contiguous, written by the forward and read by the
+// backward (Note [Attention dropout bits] in core/cpu/attention.cpp). The CPU kernel
 // never holds a row of scores; the CUDA kernel holds the scores of a bounded group of batch entries
 // to hand its products to cuBLAS (Note [CUDA attention through batched GEMMs]). Math runs in opmath_t.
 #include <cstdint>
@@ -33,18 +37,21 @@ struct AttentionArgs {
   uint64_t first_block = 0;  //   core/attention_math.h)
 };
 
+// The 64-bit words of one query row's dropout bits: bit j of word b keeps probability 64 b + j.
+inline int64_t attention_dropout_words(int64_t S) { return (S + 63) / 64; }
+
 }  // namespace sg
 
 namespace sg::kernels {
 
-void attention_forward(const Tensor& out, const Tensor& log_sum_exp, const Tensor& q, const Tensor& k, const Tensor& v,
-                       const AttentionArgs& args);
+void attention_forward(const Tensor& out, const Tensor& log_sum_exp, const Tensor& dropout_keep, const Tensor& q,
+                       const Tensor& k, const Tensor& v, const AttentionArgs& args);
 // grad_q, grad_k, grad_v: q's dtype, the shapes of q, k, v; grad_out: out's shape. Like out, each
 // has a unit last stride and any other strides (non-overlapping for the three it writes); the CUDA
 // kernel is handed contiguous ones by the dispatch, the CPU kernel reads and writes them in place.
 void attention_backward(const Tensor& grad_q, const Tensor& grad_k, const Tensor& grad_v, const Tensor& grad_out,
                         const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out, const Tensor& log_sum_exp,
-                        const AttentionArgs& args);
+                        const Tensor& dropout_keep, const AttentionArgs& args);
 
 // keep [batch..., L, S] bool, contiguous, on the CPU: the dropout mask the kernels draw for `args`,
 // for tests (autograd/ops_attention.h: attention_dropout_mask).
