@@ -43,14 +43,15 @@
 // tile from 6 x 6 input pixels, 2.25x fewer multiplications than the direct sum). They run, for all three
 // passes, on every ungrouped 3x3 stride-1 convolution with at least 64 output tiles over the batch,
 // whatever the rule above says: on ResNet34's 3x3 convolutions of the Sapphire Rapids Xeon
-// (docs/performance.md, "Winograd") they took 0.5-0.7x the time of the direct kernels and 0.4-0.6x that
-// of im2col + GEMM for the weight gradients at 56², 28² and batch 16's 14², and still 0.9x forward and
-// 0.6x for the weight gradient at batch 4's 14² (64 tiles); at 7² and batch 4 (16 tiles, half of them
-// padding) they were up to 2x slower. The price is precision: the transforms add and subtract
-// multiples of the inputs, so on a 256-channel stage the results lie between 1e-6 and 1e-5 of the
-// largest value from the im2col reference, where the direct kernels stay below 1e-6 (cuDNN's Winograd
-// on a GPU is of the same order; TF32 is 100x coarser). tests/test_conv.cpp holds every fast path to
-// 1e-5. Elsewhere (AVX2), creating the Winograd primitive fails and the rule above decides.
+// (docs/performance.md, "Winograd on AVX-512") they took 0.45-0.7x the time of the direct kernels,
+// and 0.3-0.5x that of im2col + GEMM for the weight gradients, at 56² and 28², and at 14² and 16²
+// with batch 16; 0.8-0.95x forward and 0.6x for the weight gradient at batch 4's 14² (64 tiles);
+// at 7² and batch 4 (16 tiles, half of them padding) they were up to 2x slower. The price is
+// precision: the transforms add and subtract multiples of the inputs, so on a 256-channel stage the
+// results lie between 1e-6 and 1e-5 of the largest value from the im2col reference, where the direct
+// kernels stay below 1e-6 (cuDNN's Winograd on a GPU is of the same order; TF32 is 100x coarser).
+// tests/test_conv.cpp holds every fast path to 1e-5. Elsewhere (AVX2), creating the Winograd
+// primitive fails and the rule above decides.
 // A depthwise convolution (groups = C >= 8) gets oneDNN's depthwise kernels (jit_dw), 5-12x faster than
 // a GEMM. Where oneDNN picks its GEMM path or its naive reference for blocked layouts anyway (odd group
 // sizes, some dilations), the reference runs. The rule is fixed, not timed at run time: a timed choice
