@@ -195,7 +195,8 @@ Tensor add_product(const char* op, const char* backward_name, const Tensor& inpu
   SG_CHECK(is_floating(a.dtype()) || (beta == std::floor(beta) && alpha == std::floor(alpha)), op,
            ": beta and alpha must be whole numbers for ", a.dtype(), " operands, got ", beta, " and ", alpha);
   Tensor out = empty(shape, {a.dtype(), a.device()});
-  if (beta == 1 && alpha == 1 && a.dim() == 2 && input.dim() == 1) {
+  const bool bias_row = input.dim() == 1 && input.size(0) == shape.back() && input.dtype() == out.dtype();
+  if (beta == 1 && alpha == 1 && a.dim() == 2 && bias_row) {
     kernels::gemm_bias(out, a.detach(), b.detach(), input.detach());  // a Linear layer's bias: added by the GEMM
   } else {
     if (beta != 0) kernels::copy(out, input);  // beta == 0 ignores input entirely (NaN included), as BLAS

@@ -176,6 +176,19 @@ TEST_CASE("addmm computes beta * input + alpha * a @ b with input broadcast") {
   }
 }
 
+TEST_CASE("addmm with beta and alpha 1 broadcasts any 1-D input, in f32 and f64") {
+  // A bias row of out's width takes kernels::gemm_bias; a single value or another dtype does not.
+  for (DType dtype : {DType::f32, DType::f64}) {
+    const Tensor a = randn_of({7, 13}).to(dtype), b = randn_of({13, 5}).to(dtype);
+    for (const Shape& input_shape : {Shape{5}, Shape{1}}) {
+      INFO("input ", shape_str(input_shape), " ", dtype);
+      const Tensor input = randn_of(input_shape).to(dtype);
+      const Tensor expected = input.to(DType::f64) + reference_matmul(a.to(DType::f64), b.to(DType::f64));
+      CHECK(test::max_abs_diff(addmm(input, a, b), expected) <= 1e-4);
+    }
+  }
+}
+
 TEST_CASE("addmm with beta 0 ignores the input, NaN included") {
   const Tensor input = full({7, 5}, std::nan(""), {DType::f64});
   const Tensor a = randn_of({7, 13}), b = randn_of({13, 5});
