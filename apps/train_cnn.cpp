@@ -214,7 +214,7 @@ int run(const Config& config) {
   sg::dist::report_steps_across_ranks(profiler, config.profile);  // DIR/step_report.txt under sgrun
   for (int epoch = start_epoch; epoch < config.epochs; ++epoch) {
     train_loader.set_epoch(epoch);
-    sg::data::ProgressBar bar(accelerator.optimizer_steps_per_epoch(train_loader),
+    sg::data::ProgressBar bar(accelerator.optimizer_steps_in_next_pass(train_loader),
                               "epoch " + std::to_string(epoch + 1) + "/" + std::to_string(config.epochs), "img",
                               progress_out);
     for (const sg::data::Batch& batch : train_loader) {

@@ -251,7 +251,7 @@ int train(const RunConfig& config, const AppOptions& app) {
   sg::dist::report_steps_across_ranks(profiler, app.profile);                   // DIR/step_report.txt under sgrun
   for (int64_t epoch = epochs_run + 1; epoch <= trainer.max_epochs; ++epoch) {  // 1-based, as the recipe
     train_loader.set_epoch(epoch);
-    sg::data::ProgressBar bar(accelerator.optimizer_steps_per_epoch(train_loader),
+    sg::data::ProgressBar bar(accelerator.optimizer_steps_in_next_pass(train_loader),
                               "epoch " + std::to_string(epoch) + "/" + std::to_string(trainer.max_epochs), "tok",
                               progress_out);
     double loss_value = 0;

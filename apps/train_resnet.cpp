@@ -252,7 +252,7 @@ int run(const Config& config) {
     train_loader.set_epoch(epoch);
     const double epoch_lr = optimizer.lr(0);
     const std::string label = "epoch " + std::to_string(epoch + 1) + "/" + std::to_string(config.epochs);
-    sg::data::ProgressBar bar(accelerator.optimizer_steps_per_epoch(train_loader), label, "img", progress_out);
+    sg::data::ProgressBar bar(accelerator.optimizer_steps_in_next_pass(train_loader), label, "img", progress_out);
     double loss_sum = 0;
     int64_t batches_run = 0;  // fewer than train_loader.size() in an epoch resumed part-way
     for (const sg::data::Batch& batch : train_loader) {

@@ -117,6 +117,8 @@ public:
   // (Accelerate's skip_first_batches, for a resume in the middle of an epoch); later passes are
   // whole again.
   void skip_first_batches(int64_t batches);
+  // The batch the next pass starts at: 0, or what skip_first_batches asked for.
+  int64_t next_pass_first_batch() const { return skip_; }
 
   Iterator begin();
   std::default_sentinel_t end() const { return {}; }

@@ -115,6 +115,17 @@ TEST_CASE("accumulate: with k = 3 over 7 batches the optimizer steps after batch
   }
   CHECK(synced == std::vector<bool>{false, false, true, false, false, true, true});
   CHECK(optimizer.lr(0) == 0.1 * 0.125);  // the scheduler stepped 3 times
+  // A pass that skips the first 4 batches steps after batches 6 and 7 only: 2 steps, not 3.
+  loader.skip_first_batches(4);
+  CHECK(accelerator.optimizer_steps_in_next_pass(loader) == 2);
+  int64_t steps_in_pass = 0;
+  for (const data::Batch& batch : loader) {
+    const auto accumulation = accelerator.accumulate(*model);
+    CHECK(batch.input.size(0) > 0);
+    steps_in_pass += accelerator.sync_gradients() ? 1 : 0;
+  }
+  CHECK(steps_in_pass == 2);
+  CHECK(accelerator.optimizer_steps_in_next_pass(loader) == 3);
   // Outside a loop, every k-th call synchronises.
   for (int call = 1; call <= 6; ++call) {
     const auto accumulation = accelerator.accumulate(*model);
@@ -224,9 +235,12 @@ TEST_CASE("mid-epoch: save_state inside the loop, load_state, and the loader res
   dist::Accelerator accelerator;
   data::DataLoader loader = accelerator.prepare(dataset, loader_options);
   CHECK(accelerator.load_state(path, *model).at("epoch") == "0");
+  CHECK(accelerator.optimizer_steps_in_next_pass(loader) == 3);  // batches 5, 6 and 7 are left
   std::vector<std::vector<double>> resumed;
-  for (int epoch = 0; epoch < 2; ++epoch)
+  for (int epoch = 0; epoch < 2; ++epoch) {
+    if (epoch == 1) CHECK(accelerator.optimizer_steps_in_next_pass(loader) == 8);  // a whole epoch again
     for (const data::Batch& batch : loader) resumed.push_back(targets_of(batch));
+  }
   CHECK(resumed == uninterrupted);  // epoch 0 from batch 5 on, then epoch 1 whole
 
   dist::Accelerator fewer_loaders;  // the state holds one loader's position

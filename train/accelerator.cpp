@@ -343,6 +343,18 @@ int64_t Accelerator::optimizer_steps_per_epoch(const data::DataLoader& loader) c
   return (loader.size() + steps - 1) / steps;
 }
 
+int64_t Accelerator::optimizer_steps_in_next_pass(const data::DataLoader& loader) const {
+  int64_t batches = loader.size(), first = loader.next_pass_first_batch();
+  if (const std::optional<ResumePoint> resume = loaders_.pending_resume(loader.batch_sampler())) {
+    if (resume->batches != nullptr) batches = resume->batches->size();  // the rest of the epoch dealt anew
+    first = resume->batch;
+  }
+  if (first >= batches) return 0;
+  // accumulate() steps after batches k, 2k, ... (counted from the epoch's first) and after the last.
+  const int64_t k = options_.gradient_accumulation_steps;
+  return batches / k - first / k + (batches % k != 0 ? 1 : 0);
+}
+
 Accelerator::GradientAccumulation Accelerator::accumulate(nn::Module& model) {
   const int steps = options_.gradient_accumulation_steps;
   if (const std::optional<LoaderTracker::Current> current = loaders_.current()) {

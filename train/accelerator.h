@@ -201,6 +201,10 @@ public:
   // as accumulate() ends an accumulation on the loader's last batch. What a progress bar or an LR
   // schedule counted in steps counts (Accelerate's num_update_steps_per_epoch).
   int64_t optimizer_steps_per_epoch(const data::DataLoader& loader) const;
+  // The optimizer steps the next pass over `loader` runs: optimizer_steps_per_epoch, or fewer when
+  // that pass resumes part-way through an epoch (load_state, DataLoader::skip_first_batches). What a
+  // progress bar over that pass counts.
+  int64_t optimizer_steps_in_next_pass(const data::DataLoader& loader) const;
 
   // optimizer.step(), through the scaler under f16: returns false when the step was skipped
   // because a gradient was inf or NaN (on any rank), then adjusts the scale. Does nothing and

@@ -91,6 +91,12 @@ void LoaderTracker::resume(const std::vector<std::optional<LoaderPosition>>& pos
     if (starts[index].has_value()) state_->loaders[index].resume_at = starts[index];
 }
 
+std::optional<ResumePoint> LoaderTracker::pending_resume(const data::BatchSampler& batches) const {
+  for (const State::Loader& loader : state_->loaders)
+    if (static_cast<const data::BatchSampler*>(loader.batches.get()) == &batches) return loader.resume_at;
+  return std::nullopt;
+}
+
 namespace {
 
 std::string processes(int64_t count) { return std::to_string(count) + (count == 1 ? " process" : " processes"); }

@@ -104,6 +104,9 @@ public:
   // The next pass of each loader with a position begins there (pass_to_resume) instead of
   // where it would have; with an error for any of them, none changes.
   void resume(const std::vector<std::optional<LoaderPosition>>& positions, int accumulation_steps);
+  // Where resume() moved the next pass of the loader with these batches, or nullopt when it did not
+  // (the pass starts where the loader itself says).
+  std::optional<ResumePoint> pending_resume(const data::BatchSampler& batches) const;
 
 private:
   struct State;
