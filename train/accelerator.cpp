@@ -338,9 +338,19 @@ std::string batch_note(int gradient_accumulation_steps) {
   return "micro-batch, " + std::to_string(gradient_accumulation_steps) + " micro-batches per step";
 }
 
+namespace {
+
+// The optimizer steps accumulate() takes over batches first .. batches - 1 of a pass: after batches
+// k, 2k, ... (counted from the epoch's first) and after the last.
+int64_t sync_steps(int64_t first, int64_t batches, int64_t k) {
+  if (first >= batches) return 0;
+  return batches / k - first / k + (batches % k != 0 ? 1 : 0);
+}
+
+}  // namespace
+
 int64_t Accelerator::optimizer_steps_per_epoch(const data::DataLoader& loader) const {
-  const int64_t steps = options_.gradient_accumulation_steps;
-  return (loader.size() + steps - 1) / steps;
+  return sync_steps(0, loader.size(), options_.gradient_accumulation_steps);
 }
 
 int64_t Accelerator::optimizer_steps_in_next_pass(const data::DataLoader& loader) const {
@@ -349,10 +359,7 @@ int64_t Accelerator::optimizer_steps_in_next_pass(const data::DataLoader& loader
     if (resume->batches != nullptr) batches = resume->batches->size();  // the rest of the epoch dealt anew
     first = resume->batch;
   }
-  if (first >= batches) return 0;
-  // accumulate() steps after batches k, 2k, ... (counted from the epoch's first) and after the last.
-  const int64_t k = options_.gradient_accumulation_steps;
-  return batches / k - first / k + (batches % k != 0 ? 1 : 0);
+  return sync_steps(first, batches, options_.gradient_accumulation_steps);
 }
 
 Accelerator::GradientAccumulation Accelerator::accumulate(nn::Module& model) {

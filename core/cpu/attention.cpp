@@ -79,11 +79,11 @@ T row_sum(const T* x, int64_t n) {
   return total;
 }
 
-// x[j] *= what dropout multiplies probability j by: 1 / (1 - p) where bit j of `keep` is set, 0
-// where it is not (n <= 64).
+// to[j] = from[j] times what dropout multiplies probability j by: 1 / (1 - p) where bit j of `keep`
+// is set, 0 where it is not (n <= 64). `to` may be `from`.
 template <typename T>
-void apply_dropout(uint64_t keep, T kept_scale, T* x, int64_t n) {
-  for (int64_t j = 0; j < n; ++j) x[j] *= (keep >> j & 1) ? kept_scale : T(0);
+void apply_dropout(uint64_t keep, T kept_scale, const T* from, T* to, int64_t n) {
+  for (int64_t j = 0; j < n; ++j) to[j] = from[j] * ((keep >> j & 1) ? kept_scale : T(0));
 }
 
 // Row-major C[m, n] = alpha op(A) op(B) + beta C for the small blocks of the kernel.
@@ -308,7 +308,7 @@ struct ForwardBlock {
           // With causal, keys after the diagonal have probability 0 whatever the draw: not drawn.
           const int64_t drawn = p.causal ? std::clamp<int64_t>(r0 + r + 1 - c0, 0, cols) : cols;
           *keep = p.keep_bits(n, r0 + r, c0, drawn);
-          apply_dropout(*keep, p.kept_scale(), row, cols);
+          apply_dropout(*keep, p.kept_scale(), row, row, cols);
         }
       }
       const Block<math_t> vb = rows_of(p.v, n, c0, cols, p.Ev, v);
@@ -381,9 +381,8 @@ struct BackwardMatrix {
           if (keep_words) {  // Z = dropout(P), dP = dropout(dZ): the forward's bits
             const uint64_t keep = keep_words[i * p.words_per_row + c0 / kKeyBlock];
             math_t* kept = z.data() + r * kKeyBlock;
-            std::copy_n(prob, cols, kept);
-            apply_dropout(keep, p.kept_scale(), kept, cols);
-            apply_dropout(keep, p.kept_scale(), grad, cols);
+            apply_dropout(keep, p.kept_scale(), prob, kept, cols);
+            apply_dropout(keep, p.kept_scale(), grad, grad, cols);
             probabilities_used = z.data();
           }
           // d score = P * (dP - delta): softmax's backward
