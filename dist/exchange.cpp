@@ -99,9 +99,8 @@ std::vector<std::string> all_gather_strings(ProcessGroup& group, const std::stri
 
   int64_t longest = 0;
   for (const Tensor& l : lengths) longest = std::max(longest, l.item<int64_t>());
-  // Every text is empty (the common answer "no error"): nothing to send. This is also what keeps
-  // the call a barrier: a collective of zero bytes returns at once without waiting for the others,
-  // so a rank could leave (and even exit) while another still starts it.
+  // Every text is empty (the common answer "no error"): nothing to send, and the lengths' gather
+  // was already the meeting point of every rank.
   if (longest == 0) return std::vector<std::string>(static_cast<size_t>(world));
   // all_gather needs equal shapes: pad every text to the longest.
   Tensor bytes = zeros({longest}, {DType::u8});

@@ -343,7 +343,7 @@ void ProcessGroupGloo::check_fingerprints(int64_t sequence, const Description& d
 // on this machine, in three stages when the group spans machines with several ranks on one
 // (dist/hierarchical_all_reduce.h), else through Gloo's TCP.
 void ProcessGroupGloo::all_reduce_now(const Tensor& t, ReduceOp op, uint32_t tag, std::chrono::milliseconds timeout) {
-  if (t.numel() == 0) return;
+  if (t.numel() == 0) return barrier_now(tag, timeout);
   SG_DISPATCH_ALL(t.dtype(), "all_reduce", [&]<typename T>() {
     const auto through_gloo = [&](const std::shared_ptr<gloo::Context>& context, std::chrono::milliseconds limit) {
       gloo_all_reduce<T>(context, t, op, tag, limit);
@@ -377,7 +377,7 @@ WorkPtr ProcessGroupGloo::start_broadcast(Tensor& tensor, int root) {
   const std::chrono::milliseconds timeout = timeout_;
   return enqueue({CollectiveOp::broadcast, -1, static_cast<int>(t.dtype()), root, t.sizes()},
                  [this, t, root, timeout](uint32_t tag) {
-                   if (t.numel() == 0) return;
+                   if (t.numel() == 0) return barrier_now(tag, timeout);
                    gloo::BroadcastOptions options(context_);
                    options.setOutput(bytes_of(t), nbytes_of(t));
                    options.setRoot(root);
@@ -393,7 +393,7 @@ WorkPtr ProcessGroupGloo::start_reduce(Tensor& tensor, int root, ReduceOp op) {
   const int world = size();
   return enqueue({CollectiveOp::reduce, static_cast<int>(op), static_cast<int>(t.dtype()), root, t.sizes()},
                  [this, t, root, op, timeout, world](uint32_t tag) {
-                   if (t.numel() == 0) return;
+                   if (t.numel() == 0) return barrier_now(tag, timeout);
                    SG_DISPATCH_ALL(t.dtype(), "reduce", [&]<typename T>() {
                      gloo::ReduceOptions options(context_);
                      options.setOutput(static_cast<T*>(t.raw_data()), static_cast<size_t>(t.numel()));
@@ -416,7 +416,7 @@ WorkPtr ProcessGroupGloo::start_all_gather(std::vector<Tensor>& outputs, const T
   return enqueue({CollectiveOp::all_gather, -1, static_cast<int>(in.dtype()), -1, in.sizes()},
                  [this, in, outs, timeout](uint32_t tag) {
                    const size_t bytes = nbytes_of(in);
-                   if (bytes == 0) return;
+                   if (bytes == 0) return barrier_now(tag, timeout);
                    // Gloo gathers into one buffer of size() slots; the outputs may live anywhere.
                    std::vector<uint8_t> gathered(bytes * outs.size());
                    gloo::AllgatherOptions options(context_);
@@ -437,7 +437,7 @@ WorkPtr ProcessGroupGloo::start_gather(std::vector<Tensor>& outputs, const Tenso
   return enqueue({CollectiveOp::gather, -1, static_cast<int>(in.dtype()), root, in.sizes()},
                  [this, in, outs, root, timeout](uint32_t tag) {
                    const size_t bytes = nbytes_of(in);
-                   if (bytes == 0) return;
+                   if (bytes == 0) return barrier_now(tag, timeout);
                    std::vector<uint8_t> gathered(rank() == root ? bytes * static_cast<size_t>(size()) : 0);
                    gloo::GatherOptions options(context_);
                    options.setInput(bytes_of(in), bytes);
@@ -458,7 +458,7 @@ WorkPtr ProcessGroupGloo::start_scatter(Tensor& output, const std::vector<Tensor
   return enqueue({CollectiveOp::scatter, -1, static_cast<int>(out.dtype()), root, out.sizes()},
                  [this, out, ins, root, timeout](uint32_t tag) {
                    const size_t bytes = nbytes_of(out);
-                   if (bytes == 0) return;
+                   if (bytes == 0) return barrier_now(tag, timeout);
                    gloo::ScatterOptions options(context_);
                    std::vector<uint8_t*> pointers;
                    for (const Tensor& in : ins) pointers.push_back(bytes_of(in));
@@ -485,7 +485,7 @@ WorkPtr ProcessGroupGloo::start_reduce_scatter_tensor(Tensor& output, const Tens
       {CollectiveOp::reduce_scatter_tensor, static_cast<int>(op), static_cast<int>(in.dtype()), -1, in.sizes()},
       [this, out, in, op, timeout](uint32_t tag) {
         const size_t bytes = nbytes_of(out);
-        if (bytes == 0) return;
+        if (bytes == 0) return barrier_now(tag, timeout);
         if (shared_memory_) {  // each rank reduces only its chunk
           SG_DISPATCH_ALL(in.dtype(), "reduce_scatter_tensor", [&]<typename T>() {
             shared_memory_->reduce_scatter(in.raw_data(), out.raw_data(), static_cast<size_t>(out.numel()), sizeof(T),
@@ -506,7 +506,7 @@ WorkPtr ProcessGroupGloo::start_all_gather_into_tensor(Tensor& output, const Ten
   const std::chrono::milliseconds timeout = timeout_;
   return enqueue({CollectiveOp::all_gather_into_tensor, -1, static_cast<int>(in.dtype()), -1, in.sizes()},
                  [this, out, in, timeout](uint32_t tag) {
-                   if (in.numel() == 0) return;
+                   if (in.numel() == 0) return barrier_now(tag, timeout);
                    if (shared_memory_)
                      return shared_memory_->all_gather(in.raw_data(), out.raw_data(), nbytes_of(in), timeout);
                    gloo::AllgatherOptions options(context_);
@@ -520,12 +520,19 @@ WorkPtr ProcessGroupGloo::start_all_gather_into_tensor(Tensor& output, const Ten
 
 WorkPtr ProcessGroupGloo::start_barrier() {
   const std::chrono::milliseconds timeout = timeout_;
-  return enqueue({CollectiveOp::barrier, -1, -1, -1, {}}, [this, timeout](uint32_t tag) {
-    gloo::BarrierOptions options(context_);
-    options.setTag(tag);
-    options.setTimeout(timeout);
-    gloo::barrier(options);
-  });
+  return enqueue({CollectiveOp::barrier, -1, -1, -1, {}}, [this, timeout](uint32_t tag) { barrier_now(tag, timeout); });
+}
+
+// Note [A collective of nothing still waits]
+// Gloo's algorithms send nothing for zero bytes and return at once, so a collective of an empty
+// tensor would not wait for the other ranks, unlike the same call with data. Code that relies on
+// a collective as a meeting point ("everyone has written", "now exit") would then race. So every
+// collective with an empty payload is a barrier instead.
+void ProcessGroupGloo::barrier_now(uint32_t tag, std::chrono::milliseconds timeout) {
+  gloo::BarrierOptions options(context_);
+  options.setTag(tag);
+  options.setTimeout(timeout);
+  gloo::barrier(options);
 }
 
 }  // namespace sg::dist

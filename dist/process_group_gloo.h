@@ -74,6 +74,9 @@ private:
   WorkPtr start_all_gather_into_tensor(Tensor& output, const Tensor& input) override;
   WorkPtr start_barrier() override;
   void all_reduce_now(const Tensor& t, ReduceOp op, uint32_t tag, std::chrono::milliseconds timeout);
+  // A barrier under a collective's tag: what a collective of zero bytes does (Note [A collective of
+  // nothing still waits]).
+  void barrier_now(uint32_t tag, std::chrono::milliseconds timeout);
 
   using Description = CollectiveDescription;
   class GlooWork;

@@ -10,9 +10,11 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <iostream>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "collective_expectations.h"
@@ -116,6 +118,73 @@ void check_all_reduce_in_place(dist::ProcessGroup& group) {
          shared ? "both all-reduces went in place" : "nothing goes in place without shared memory");
 }
 
+// Every collective of an empty tensor must still wait for every rank (Note [A collective of
+// nothing still waits] in dist/process_group_gloo.cpp): rank 1 arrives late at each, and rank 0
+// must not leave before rank 1 arrived. Both read the same monotonic clock (one machine), so the
+// check is about order, not about how long anything took.
+void check_empty_collectives_wait(dist::ProcessGroup& group) {
+  const auto now_ns = [] {
+    return static_cast<double>(
+        std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+            .count());
+  };
+  const std::vector<std::pair<std::string, std::function<void()>>> collectives = {
+      {"all_reduce",
+       [&] {
+         Tensor t = empty({0});
+         group.all_reduce(t)->wait();
+       }},
+      {"broadcast",
+       [&] {
+         Tensor t = empty({0});
+         group.broadcast(t, 0)->wait();
+       }},
+      {"reduce",
+       [&] {
+         Tensor t = empty({0});
+         group.reduce(t, 0)->wait();
+       }},
+      {"all_gather",
+       [&] {
+         std::vector<Tensor> outs = {empty({0}), empty({0})};
+         group.all_gather(outs, empty({0}))->wait();
+       }},
+      {"gather",
+       [&] {
+         std::vector<Tensor> outs = {empty({0}), empty({0})};
+         group.gather(outs, empty({0}), 0)->wait();
+       }},
+      {"scatter",
+       [&] {
+         Tensor out = empty({0});
+         group.scatter(out, {empty({0}), empty({0})}, 0)->wait();
+       }},
+      {"reduce_scatter_tensor",
+       [&] {
+         Tensor out = empty({0});
+         group.reduce_scatter_tensor(out, empty({0}))->wait();
+       }},
+      {"all_gather_into_tensor",
+       [&] {
+         Tensor out = empty({0});
+         group.all_gather_into_tensor(out, empty({0}))->wait();
+       }},
+  };
+  for (const auto& [name, run] : collectives) {
+    double mark = 0;
+    if (group.rank() == 1) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+      mark = now_ns();  // arrival
+    }
+    run();
+    if (group.rank() == 0) mark = now_ns();  // departure
+    Tensor mine = full({1}, mark, {DType::f64});
+    std::vector<Tensor> marks = {empty({1}, {DType::f64}), empty({1}, {DType::f64})};
+    group.all_gather(marks, mine)->wait();
+    expect(marks[0].item() >= marks[1].item(), name + " of an empty tensor let rank 0 leave before rank 1 arrived");
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -202,6 +271,8 @@ int main(int argc, char** argv) {
         std::cout << "20 all-reduces of ones on 2 ranks gave " << t.min().item() << "\n";
         ++failures;
       }
+    } else if (scenario == "empty_collectives_wait") {
+      check_empty_collectives_wait(group);
     } else if (scenario == "never_joins") {
       // rank 0 gives up waiting for rank 1 at init
     } else {

@@ -105,6 +105,12 @@ TEST_CASE("a rank that never reaches a hierarchical all-reduce: the others time 
   CHECK(test::contains(result.output(3), "rank 1 did not arrive at the shared-memory all-reduce in time"));
 }
 
+TEST_CASE("every collective of an empty tensor waits for every rank, as one with data does") {
+  const auto result = test::run_ranks(SG_DIST_WORKER_COLLECTIVES, 2, {"empty_collectives_wait"});
+  INFO(result.summary());
+  CHECK(result.all_succeeded());
+}
+
 TEST_CASE("a rank that exits mid-run makes the others fail promptly, naming it") {
   const auto start = std::chrono::steady_clock::now();
   const auto result = test::run_ranks(SG_DIST_WORKER_COLLECTIVES, 2, {"dies"});
