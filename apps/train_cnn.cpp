@@ -17,6 +17,7 @@
 #include "apps/ddp_flags.h"
 #include "apps/step_snapshot_flags.h"
 #include "core/atomic_file.h"
+#include "core/number_text.h"
 #include "data/dataloader.h"
 #include "data/fashion_mnist.h"
 #include "dist/step_report.h"
@@ -86,12 +87,6 @@ std::unique_ptr<sg::optim::Optimizer> make_optimizer(const Config& config, const
 sg::Tensor loss_of(const Config& config, const sg::Tensor& output, const sg::Tensor& target) {
   return config.model == "basicnet" ? sg::nn::functional::nll_loss(output, target)
                                     : sg::nn::functional::cross_entropy(output, target);
-}
-
-std::string format_fixed(double value, int decimals) {
-  char text[64];
-  std::snprintf(text, sizeof text, "%.*f", decimals, value);
-  return text;
 }
 
 // The first `count` examples of `dataset` (all of them for 0), for quick runs.
@@ -270,9 +265,9 @@ int run(const Config& config) {
       const sg::amp::AutocastGuard autocast = accelerator.autocast();
       result = evaluate(config, accelerator, *model, test_loader);
     }
-    accelerator.print("epoch ", epoch + 1, ": test loss ", format_fixed(result.loss, 4), ", test accuracy ",
-                      format_fixed(result.accuracy, 2), "% (training ", format_fixed(train_seconds, 1), " s, ",
-                      format_fixed(images_per_second, 0), " img/s on ", accelerator.device(),
+    accelerator.print("epoch ", epoch + 1, ": test loss ", sg::fixed_text(result.loss, 4), ", test accuracy ",
+                      sg::fixed_text(result.accuracy, 2), "% (training ", sg::fixed_text(train_seconds, 1), " s, ",
+                      sg::fixed_text(images_per_second, 0), " img/s on ", accelerator.device(),
                       mfu.progress_note(images_per_second), ")");
     log.write({{"step", std::to_string(step)},
                {"epoch", std::to_string(epoch + 1)},

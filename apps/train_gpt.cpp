@@ -30,6 +30,7 @@
 #include "apps/gpt_config.h"
 #include "apps/test_hooks.h"
 #include "core/atomic_file.h"
+#include "core/number_text.h"
 #include "data/char_dataset.h"
 #include "data/dataloader.h"
 #include "dist/step_report.h"
@@ -87,12 +88,6 @@ std::shared_ptr<sg::data::CharDataset> make_dataset(const DataConfig& config) {
            " is a URL; train_gpt reads local files only (the recipe reads URLs through fsspec): download it, "
            "then give data_config.path=FILE");
   return sg::data::CharDataset::from_file(config.path, config.block_size, config.truncate);
-}
-
-std::string format_fixed(double value, int decimals) {
-  char text[64];
-  std::snprintf(text, sizeof text, "%.*f", decimals, value);
-  return text;
 }
 
 // For the start line: a run whose epochs after `epochs_run` include no multiple of save_every
@@ -183,7 +178,7 @@ int train(const RunConfig& config, const AppOptions& app) {
   gpt_config.block_size = dataset->block_size();
   auto gpt = std::make_shared<sg::models::GPT>(gpt_config);
   gpt->activation_checkpointing = trainer.activation_checkpointing;
-  accelerator.print("number of parameters: ", format_fixed(static_cast<double>(gpt->num_block_parameters()) / 1e6, 2),
+  accelerator.print("number of parameters: ", sg::fixed_text(static_cast<double>(gpt->num_block_parameters()) / 1e6, 2),
                     "M");
   std::unique_ptr<sg::optim::Optimizer> optimizer = sg::models::create_optimizer(*gpt, config.optimizer);
   std::shared_ptr<sg::nn::Module> model = accelerator.prepare(gpt);
@@ -297,8 +292,8 @@ int train(const RunConfig& config, const AppOptions& app) {
       maybe_kill_for_test(step, accelerator.process_index());
     }
     bar.finish();
-    accelerator.print("Epoch ", epoch, " | train loss ", format_fixed(loss_value, 5), " (last batch of rank 0) | ",
-                      format_fixed(bar.items_per_second(), 0), " tokens/s (", tokens_per_step, " per step)",
+    accelerator.print("Epoch ", epoch, " | train loss ", sg::fixed_text(loss_value, 5), " (last batch of rank 0) | ",
+                      sg::fixed_text(bar.items_per_second(), 0), " tokens/s (", tokens_per_step, " per step)",
                       mfu.progress_note(bar.items_per_second()));
     if (epoch % trainer.save_every == 0) {
       sg::optim::Metadata metadata = model_info;
@@ -310,7 +305,7 @@ int train(const RunConfig& config, const AppOptions& app) {
     }
     if (test_loader) {
       const double eval_loss = evaluate(accelerator, *model, *test_loader);
-      accelerator.print("Epoch ", epoch, " | eval loss ", format_fixed(eval_loss, 5), " over ",
+      accelerator.print("Epoch ", epoch, " | eval loss ", sg::fixed_text(eval_loss, 5), " over ",
                         test_loader->dataset().size(), " test sequences (all ranks)");
       log.write(
           {{"step", std::to_string(step)}, {"epoch", std::to_string(epoch)}, {"eval_loss", std::to_string(eval_loss)}});

@@ -29,6 +29,7 @@
 #include "apps/step_snapshot_flags.h"
 #include "apps/test_hooks.h"
 #include "core/atomic_file.h"
+#include "core/number_text.h"
 #include "data/dataloader.h"
 #include "data/image_folder.h"
 #include "data/image_transforms.h"
@@ -94,12 +95,6 @@ const std::vector<double> kImageNetStd = {0.229, 0.224, 0.225};
 // from 1 at the first epoch down towards lrf (reached after the last).
 double cosine_factor(int64_t epoch, int epochs, double lrf) {
   return (1 + std::cos(static_cast<double>(epoch) * std::numbers::pi / epochs)) / 2 * (1 - lrf) + lrf;
-}
-
-std::string format_fixed(double value, int decimals) {
-  char text[64];
-  std::snprintf(text, sizeof text, "%.*f", decimals, value);
-  return text;
 }
 
 // The recipe's --freeze-layers: every parameter outside the head stops learning. Returns the
@@ -290,10 +285,10 @@ int run(const Config& config) {
     const int64_t correct = count_correct(accelerator, *model, val_loader);
     const double accuracy = 100.0 * static_cast<double>(correct) / static_cast<double>(val_set->size());
     accelerator.print("epoch ", epoch + 1, "/", config.epochs, ": train loss ",
-                      train_loss ? format_fixed(*train_loss, 4) : std::string("- (no batch was left to run)"),
-                      ", val accuracy ", format_fixed(accuracy, 2), "% (", correct, "/", val_set->size(), "), lr ",
-                      epoch_lr, " (", format_fixed(bar.elapsed_seconds(), 1), " s, ",
-                      format_fixed(bar.items_per_second(), 1), " img/s", mfu.progress_note(bar.items_per_second()),
+                      train_loss ? sg::fixed_text(*train_loss, 4) : std::string("- (no batch was left to run)"),
+                      ", val accuracy ", sg::fixed_text(accuracy, 2), "% (", correct, "/", val_set->size(), "), lr ",
+                      epoch_lr, " (", sg::fixed_text(bar.elapsed_seconds(), 1), " s, ",
+                      sg::fixed_text(bar.items_per_second(), 1), " img/s", mfu.progress_note(bar.items_per_second()),
                       ")");
     std::map<std::string, double> scalars{{"accuracy", accuracy / 100.0}, {"learning_rate", epoch_lr}};
     if (train_loss) scalars["loss"] = *train_loss;
