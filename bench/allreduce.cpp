@@ -27,6 +27,7 @@ struct Options {
   int iters = 20;
   int warmup = 3;
   std::string dtype = "f32";  // f32, f16 or bf16 (DDP's fp16/bf16 compression hooks send 16-bit buckets)
+  bool in_place = false;      // a tensor every rank can read, as DDP's buckets (zeros_for_all_reduce)
 };
 
 double median(std::vector<double> values) {
@@ -39,15 +40,22 @@ int run(const Options& options) {
   const int world = sg::dist::get_world_size();
   const bool main_process = sg::dist::is_main_process();
   if (main_process)
-    std::printf("all_reduce(SUM) of %s on %d processes (gloo), median of %d after %d warm-up\n%8s %10s %12s %12s\n",
-                options.dtype.c_str(), world, options.iters, options.warmup, "MB", "ms", "algbw GB/s", "busbw GB/s");
+    std::printf("all_reduce(SUM) of %s%s on %d processes (gloo), median of %d after %d warm-up\n%8s %10s %12s %12s\n",
+                options.dtype.c_str(), options.in_place ? " in a shared buffer" : "", world, options.iters,
+                options.warmup, "MB", "ms", "algbw GB/s", "busbw GB/s");
   std::vector<std::string> json;
   for (int megabytes : parse_list(options.sizes.c_str())) {
     const int64_t bytes = int64_t{megabytes} << 20;
     const sg::DType dtype = options.dtype == "f16"    ? sg::DType::f16
                             : options.dtype == "bf16" ? sg::DType::bf16
                                                       : sg::DType::f32;
-    sg::Tensor tensor = sg::randn({bytes / static_cast<int64_t>(sg::itemsize(dtype))}).to(dtype);
+    const int64_t numel = bytes / static_cast<int64_t>(sg::itemsize(dtype));
+    sg::Tensor tensor = sg::randn({numel}).to(dtype);
+    if (options.in_place) {
+      sg::Tensor shared = sg::dist::default_group().zeros_for_all_reduce(numel, dtype);
+      shared.copy_(tensor);
+      tensor = shared;
+    }
     std::vector<double> seconds;
     for (int i = 0; i < options.warmup + options.iters; ++i) {
       // Start together, so the time is the all-reduce's own and not a wait for a late rank.
@@ -63,10 +71,11 @@ int run(const Options& options) {
     if (!main_process) continue;
     std::printf("%8d %10.2f %12.3f %12.3f\n", megabytes, time * 1e3, algbw, busbw);
     char line[256];
-    std::snprintf(line, sizeof line,
-                  "{\"bench\":\"allreduce\",\"backend\":\"gloo\",\"dtype\":\"%s\",\"world\":%d,\"mb\":%d,\"ms\":%.3f,"
-                  "\"algbw_gbs\":%.4f,\"busbw_gbs\":%.4f}",
-                  options.dtype.c_str(), world, megabytes, time * 1e3, algbw, busbw);
+    std::snprintf(
+        line, sizeof line,
+        "{\"bench\":\"allreduce\",\"backend\":\"gloo\",\"dtype\":\"%s\",\"in_place\":%s,\"world\":%d,\"mb\":%d,"
+        "\"ms\":%.3f,\"algbw_gbs\":%.4f,\"busbw_gbs\":%.4f}",
+        options.dtype.c_str(), options.in_place ? "true" : "false", world, megabytes, time * 1e3, algbw, busbw);
     json.push_back(line);
   }
   for (const std::string& line : json) std::printf("%s\n", line.c_str());
@@ -89,6 +98,8 @@ int main(int argc, char** argv) {
   app.add_option("--dtype", options.dtype, "Element type: f32, f16 or bf16")
       ->check(CLI::IsMember({"f32", "f16", "bf16"}))
       ->capture_default_str();
+  app.add_flag("--in-place", options.in_place,
+               "All-reduce a tensor of zeros_for_all_reduce, which every rank on the machine maps (DDP's buckets)");
   CLI11_PARSE(app, argc, argv);
   try {
     return run(options);

@@ -80,19 +80,20 @@ namespace sg::dist {
 // instead live in memory that every rank maps (allocate_shared: one anonymous segment per rank
 // and buffer, made as in Note [Segments with no name]). Then rank r reduces the r-th slice of the
 // tensor straight from every rank's copy, a block at a time through a small scratch area where it
-// also divides (FinishFunction), writes the result over its own r-th slice, and the ranks copy
-// each other's finished slices: about 2.5n bytes moved, and no copy of the whole tensor on any
-// rank. The counters order it: every rank has arrived before anybody reads its data; rank s has
-// reduced before anybody copies slice s or overwrites its own slice s (which rank s reads); and
-// every rank has copied (a third counter) before the call returns, since the caller's next write
-// into the buffer (the next backward) would change what a slower rank still copies.
+// also divides (FinishFunction), and writes the block over the r-th slice of every rank's copy:
+// n bytes read and n written by each rank, and no copy of the whole tensor on any rank. (Writing
+// the result into its own copy only, and letting each rank copy the others' finished slices, moves
+// 2.5n bytes with two ranks.)
+// Only rank r reads or writes anyone's slice r, so the blocks need no ordering among themselves.
+// The counters order the rest: every rank has arrived before anybody reads its data, and every
+// rank has reduced before the call returns, since the caller's next write into its buffer (the
+// next backward) would change what a slower rank still reads.
 // The result has the bits of the path through the segments: the same ranks' values summed in
 // the same order by the slice's rank.
 
 struct SharedMemoryAllReduce::Header {
   alignas(64) std::atomic<uint32_t> arrived{0};
   alignas(64) std::atomic<uint32_t> reduced{0};
-  alignas(64) std::atomic<uint32_t> copied{0};  // an in-place call only (Note [Buckets in shared memory])
   alignas(64) pid_t pid = 0;
   uint64_t group = 0;  // the group's random id (Note [Segments with no name])
   // The all-reduce in progress, to catch ranks that disagree: its size, and for one in place the
@@ -315,9 +316,7 @@ void SharedMemoryAllReduce::wait_for(int r, Stage stage, uint32_t round,
     const auto now = std::chrono::steady_clock::now();
     if (now >= deadline)
       throw std::runtime_error(detail::concat("rank ", group_rank(r), " did not ",
-                                              stage == Stage::arrived   ? "arrive at"
-                                              : stage == Stage::reduced ? "finish its part of"
-                                                                        : "finish copying out of",
+                                              stage == Stage::arrived ? "arrive at" : "finish its part of",
                                               " the shared-memory all-reduce in time"));
     if (now >= next_look) {
       if (!process_alive(pids_[static_cast<size_t>(r)]))
@@ -331,7 +330,7 @@ void SharedMemoryAllReduce::wait_for(int r, Stage stage, uint32_t round,
 
 std::atomic<uint32_t>& SharedMemoryAllReduce::counter_of(int r, Stage stage) const {
   Header& h = header(r);
-  return stage == Stage::arrived ? h.arrived : stage == Stage::reduced ? h.reduced : h.copied;
+  return stage == Stage::arrived ? h.arrived : h.reduced;
 }
 
 void SharedMemoryAllReduce::raise_and_wait_for_everyone(Stage stage, uint32_t round,
@@ -488,16 +487,9 @@ void SharedMemoryAllReduce::all_reduce_in_place(const SharedBuffer& buffer, size
     reduce(scratch_.data(), data_of(0) + at, data_of(1) + at, n);
     for (int r = 2; r < size_; ++r) reduce(scratch_.data(), scratch_.data(), data_of(r) + at, n);
     if (finish) finish(scratch_.data(), n);
-    std::memcpy(data_of(rank_) + at, scratch_.data(), n * element_size);
+    for (int r = 0; r < size_; ++r) std::memcpy(data_of(r) + at, scratch_.data(), n * element_size);
   }
-  raise_counter(header(rank_).reduced, round);
-  for (int r = 0; r < size_; ++r) {
-    if (r == rank_) continue;
-    wait_for(r, Stage::reduced, round, deadline);
-    const size_t at = slice_begin(r) * element_size;
-    std::memcpy(data_of(rank_) + at, data_of(r) + at, (slice_begin(r + 1) - slice_begin(r)) * element_size);
-  }
-  raise_and_wait_for_everyone(Stage::copied, round, deadline);
+  raise_and_wait_for_everyone(Stage::reduced, round, deadline);
   bytes_reduced_in_place_ += count * element_size;
 }
 

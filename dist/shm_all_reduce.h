@@ -96,7 +96,7 @@ public:
 private:
   struct Header;
   struct SharedBuffer;
-  enum class Stage { arrived, reduced, copied };  // the counters of a rank's header, in a call's order
+  enum class Stage { arrived, reduced };  // the counters of a rank's header, in a call's order
   SharedMemoryAllReduce(int rank, int size, std::vector<int> group_ranks)
       : rank_(rank),
         size_(size),
