@@ -35,47 +35,33 @@ SG_HOST_DEVICE inline float bits_float(uint32_t u) {
 }  // namespace detail
 
 // IEEE binary16: 1 sign, 5 exponent (bias 15), 10 mantissa bits.
+// Both directions are written without branches: every case is computed and the right one
+// selected, so that a loop converting a tensor vectorises (a branchy version ran 4x slower than
+// the bf16 conversions, at about 2 GB/s). The subnormal cases let the FPU do the work: adding 0.5
+// to a float below 2^-14 rounds it, to nearest even, onto the grid of f16 subnormals (0.5's ulp
+// is 2^-24); and a subnormal f16 read as 2^-14 · (1 + m/1024) minus 2^-14 is exactly m · 2^-24.
 SG_HOST_DEVICE inline uint16_t float_to_half_bits(float f) {
   const uint32_t u = detail::float_bits(f);
-  const uint16_t sign = static_cast<uint16_t>((u >> 16) & 0x8000u);
+  const uint32_t sign = (u >> 16) & 0x8000u;
   const uint32_t abs = u & 0x7FFFFFFFu;
-  if (abs > 0x7F800000u) return sign | 0x7E00u;   // NaN stays NaN (quiet)
-  if (abs >= 0x47800000u) return sign | 0x7C00u;  // >= 65536 (or inf): overflow to inf
-  if (abs < 0x38800000u) {                        // below 2^-14: subnormal or zero
-    // Shift the implicit-1 mantissa into subnormal position, rounding to nearest even.
-    if (abs < 0x33000000u) return sign;  // < 2^-25 rounds to zero
-    const uint32_t exponent = abs >> 23;
-    const uint32_t mantissa = (abs & 0x7FFFFFu) | 0x800000u;
-    const uint32_t shift = 126 - exponent;  // 14..24
-    uint32_t result = mantissa >> shift;
-    const uint32_t remainder = mantissa & ((1u << shift) - 1);
-    const uint32_t halfway = 1u << (shift - 1);
-    if (remainder > halfway || (remainder == halfway && (result & 1u))) ++result;
-    return sign | static_cast<uint16_t>(result);
-  }
-  // Normal range: rebias exponent (127 -> 15) and round the 13 dropped mantissa bits.
-  uint32_t result = abs - 0x38000000u;
-  const uint32_t lsb = (result >> 13) & 1u;
-  result += 0xFFFu + lsb;
-  return sign | static_cast<uint16_t>(result >> 13);  // a carry into the exponent (even to inf) is correct
+  // Normal range: rebias the exponent (127 -> 15) and round the 13 dropped mantissa bits, ties to
+  // even; a carry into the exponent (even to inf) is correct.
+  const uint32_t normal = (abs - 0x38000000u + 0xFFFu + ((abs >> 13) & 1u)) >> 13;
+  const uint32_t subnormal = detail::float_bits(detail::bits_float(abs) + 0.5f) - 0x3F000000u;
+  uint32_t result = abs < 0x38800000u ? subnormal : normal;  // below 2^-14
+  result = abs >= 0x47800000u ? 0x7C00u : result;            // >= 65536 (or inf): overflow to inf
+  result = abs > 0x7F800000u ? 0x7E00u : result;             // NaN stays NaN (quiet)
+  return static_cast<uint16_t>(sign | result);
 }
 
 SG_HOST_DEVICE inline float half_bits_to_float(uint16_t h) {
   const uint32_t sign = uint32_t(h & 0x8000u) << 16;
-  const uint32_t exponent = (h >> 10) & 0x1Fu;
-  uint32_t mantissa = h & 0x3FFu;
-  if (exponent == 0x1F) return detail::bits_float(sign | 0x7F800000u | (mantissa << 13));
-  if (exponent == 0) {
-    if (mantissa == 0) return detail::bits_float(sign);
-    // Subnormal: normalise by shifting until the implicit bit appears.
-    int e = -1;
-    do {
-      ++e;
-      mantissa <<= 1;
-    } while ((mantissa & 0x400u) == 0);
-    return detail::bits_float(sign | uint32_t(127 - 15 - e) << 23 | (mantissa & 0x3FFu) << 13);
-  }
-  return detail::bits_float(sign | (exponent + 112) << 23 | mantissa << 13);
+  const uint32_t magnitude = uint32_t(h & 0x7FFFu) << 13;  // exponent and mantissa in float's places
+  const uint32_t normal = magnitude + 0x38000000u;         // rebias the exponent (15 -> 127)
+  const uint32_t subnormal = detail::float_bits(detail::bits_float(magnitude + 0x38800000u) - 6.103515625e-05f);
+  uint32_t result = magnitude < 0x00800000u ? subnormal : normal;        // exponent 0: zero or subnormal
+  result = magnitude >= 0x0F800000u ? magnitude + 0x70000000u : result;  // exponent 31: inf or NaN
+  return detail::bits_float(sign | result);
 }
 
 // bf16 is the top half of an f32; rounding adds 0x7FFF plus the lowest kept bit (ties to even).
