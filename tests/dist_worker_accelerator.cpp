@@ -318,6 +318,35 @@ void failed_main_process(const std::string& out) {
   }
 }
 
+// Each rank's random stream through a snapshot (Note [One random stream per rank] in
+// train/accelerator.cpp). "save": set_seed(100, device_specific), rank r draws 3 + r times, saves
+// <out>/state.safetensors, writes its next draws to <out>/saved_rank<r>.safetensors, draws on,
+// loads the state and writes its next draws to reloaded_rank<r>.safetensors. "load": a fresh
+// process seeded 7 + r loads <out>/state.safetensors and writes its next draws to
+// resumed_rank<r>.safetensors.
+void random_streams(const std::string& out, const std::string& mode) {
+  dist::Accelerator accelerator;
+  auto model = accelerator.prepare(small_mlp());
+  const std::string snapshot = out + "/state.safetensors";
+  const auto write_next_draws = [&](const std::string& tag) {
+    save_safetensors(out + "/" + tag + "_rank" + std::to_string(accelerator.process_index()) + ".safetensors",
+                     {{"draws", randn({6})}});
+  };
+  if (mode == "save") {
+    dist::set_seed(100, /*device_specific=*/true);
+    for (int draw = 0; draw < 3 + accelerator.process_index(); ++draw) randn({5});
+    accelerator.save_state(snapshot, *model);
+    write_next_draws("saved");
+    randn({9});
+    accelerator.load_state(snapshot, *model);
+    write_next_draws("reloaded");
+  } else {
+    dist::set_seed(7, /*device_specific=*/true);
+    accelerator.load_state(snapshot, *model);
+    write_next_draws("resumed");
+  }
+}
+
 void run(const std::string& scenario, const std::string& out, const test::WorkerArgument& arg) {
   if (scenario == "metrics") metrics(std::stoll(arg(3)), arg(4) == "even");
   else if (scenario == "train")
@@ -328,6 +357,7 @@ void run(const std::string& scenario, const std::string& out, const test::Worker
   else if (scenario == "virtual") virtual_ranks(out, arg(3), std::stoll(arg(4)), std::stoll(arg(5)), arg(6));
   else if (scenario == "settings") settings(arg(3));
   else if (scenario == "failed_main_process") failed_main_process(out);
+  else if (scenario == "random_streams") random_streams(out, arg(3));
   else SG_FAIL("unknown scenario '", scenario, "'");
 }
 

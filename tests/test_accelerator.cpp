@@ -2,12 +2,14 @@
 // data set, state round-trips, the mixed-precision pieces (autocast, scaler, unscale before
 // clipping) are wired, and gradient accumulation steps when it should. Then on several processes
 // (tests/dist_worker_accelerator.cpp): gather_for_metrics batch by batch, accumulation
-// equivalence, uneven batches, mid-epoch resume.
+// equivalence, uneven batches, mid-epoch resume, each rank's random stream through a snapshot.
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <map>
 #include <sstream>
+
+#include <nlohmann/json.hpp>
 
 #include "dist_harness.h"
 #include "helpers.h"
@@ -602,6 +604,64 @@ TEST_CASE("virtual ranks: 4 shards on 4 processes, resumed on 2, and on 1 proces
   CHECK(test::contains(refused.output(0), "VirtualRanks: 3 processes must divide the 4 virtual ranks"));
 }
 
+namespace {
+
+// The draws the random_streams scenario's `rank` wrote to <out>/<tag>_rank<rank>.safetensors.
+Tensor draws_of(const std::string& out, const std::string& tag, int rank) {
+  return load_safetensors(out + "/" + tag + "_rank" + std::to_string(rank) + ".safetensors").tensors.at("draws");
+}
+
+}  // namespace
+
+TEST_CASE("each of 3 ranks seeded per device resumes its own random stream, reloaded and in a new run") {
+  test::TempDir out;
+  run_scenario(3, {"random_streams", out.path(), "save"});
+  run_scenario(3, {"random_streams", out.path(), "load"});
+  for (int rank = 0; rank < 3; ++rank) {
+    CAPTURE(rank);
+    const Tensor saved = draws_of(out.path(), "saved", rank);
+    CHECK(test::max_abs_diff(draws_of(out.path(), "reloaded", rank), saved) == 0);
+    CHECK(test::max_abs_diff(draws_of(out.path(), "resumed", rank), saved) == 0);
+    for (int other = 0; other < rank; ++other)
+      CHECK(test::max_abs_diff(draws_of(out.path(), "saved", other), saved) > 0);
+  }
+  // The entry a person reads: rank r's seed (100 + r) and offset (it drew 3 + r times) at index r.
+  const auto states = nlohmann::json::parse(load_safetensors(out.path() + "/state.safetensors").metadata.at("rng"));
+  REQUIRE(states.size() == 3);
+  for (size_t rank = 0; rank < 3; ++rank) CHECK(states[rank].at("seed").get<uint64_t>() == 100 + rank);
+  CHECK(states[0].at("offset").get<uint64_t>() < states[1].at("offset").get<uint64_t>());
+}
+
+TEST_CASE(
+    "a snapshot of 2 ranks' random streams gives rank r of 3 processes the stream of rank r mod 2, of 1 rank 0's") {
+  test::TempDir out;
+  run_scenario(2, {"random_streams", out.path(), "save"});
+  run_scenario(3, {"random_streams", out.path(), "load"});
+  for (int rank = 0; rank < 3; ++rank) {
+    CAPTURE(rank);
+    CHECK(test::max_abs_diff(draws_of(out.path(), "resumed", rank), draws_of(out.path(), "saved", rank % 2)) == 0);
+  }
+  run_scenario(1, {"random_streams", out.path(), "load"});
+  CHECK(test::max_abs_diff(draws_of(out.path(), "resumed", 0), draws_of(out.path(), "saved", 0)) == 0);
+}
+
+TEST_CASE("an rng entry of one seed and offset, as older snapshots hold, puts every rank on that stream") {
+  test::TempDir out;
+  run_scenario(1, {"random_streams", out.path(), "save"});
+  const std::string path = out.path() + "/state.safetensors";
+  SafetensorsFile file = load_safetensors(path);
+  file.metadata["rng"] = R"({"seed": 12345, "offset": 40})";
+  save_safetensors(path, file.tensors, file.metadata);
+  run_scenario(2, {"random_streams", out.path(), "load"});
+  Generator stream(12345);
+  stream.set_offset(40);
+  const Tensor expected = randn({6}, {}, &stream);
+  for (int rank = 0; rank < 2; ++rank) {
+    CAPTURE(rank);
+    CHECK(test::max_abs_diff(draws_of(out.path(), "resumed", rank), expected) == 0);
+  }
+}
+
 TEST_CASE("ranks that differ in a setting all stop, naming the setting, each rank's value and the ranks") {
   const std::pair<std::string, std::string> cases[] = {
       {"lr", "ranks disagree on optimizer.lr: rank 0 has 0.001, rank 1 has 0.01"},
@@ -727,6 +787,9 @@ TEST_CASE("load_state names the file and the key of a scheduler or RNG entry it 
   CHECK_THROWS_WITH_AS(load_with("scheduler", R"({"last_epoch": 3})"),
                        doctest::Contains((where + "'scheduler': ").c_str()), Error);
   CHECK_THROWS_WITH_AS(load_with("rng", "{not json"), doctest::Contains((where + "'rng': ").c_str()), Error);
+  CHECK_THROWS_WITH_AS(load_with("rng", "[]"), doctest::Contains((where + "'rng': the entry holds no ").c_str()),
+                       Error);
+  CHECK_THROWS_WITH_AS(load_with("rng", R"([{"seed": 1}])"), doctest::Contains((where + "'rng': ").c_str()), Error);
   std::filesystem::remove(path);
 }
 

@@ -685,6 +685,10 @@ TEST_CASE(
   Sgrun sgrun({"--standalone", "--nproc-per-node", "2", "--max-restarts", "1", "--grace-seconds", "2", SG_TRAIN_CNN,
                "--epochs", "2", "--train-subset", "3000", "--batch-size", "32", "--snapshot", snapshot});
   REQUIRE(sgrun.wait_for_output("epoch 1: test loss", 1, 120));
+  // The snapshot follows that line once every rank has handed in its generator's state (a
+  // collective), so a worker killed before then leaves nothing to resume from.
+  wait_until([&] { return std::filesystem::exists(snapshot); }, 60);
+  REQUIRE(std::filesystem::exists(snapshot));
   // Epoch 2 is under way (3000 images take seconds): kill one worker the way the OOM killer would.
   const std::vector<pid_t> workers = children_of(sgrun.pid());
   REQUIRE(workers.size() == 2);

@@ -101,6 +101,45 @@ Tensor padded_rows(const Tensor& rows, int64_t count) {
   return cat({rows, zeros(shape, {rows.dtype(), rows.device()})});
 }
 
+// Note [One random stream per rank]
+// Each rank's default generator is a stream of its own: set_seed(seed, device_specific = true)
+// starts rank r at seed + r, so the ranks draw different dropout masks and augmentations. A
+// snapshot keeps every rank's (seed, offset) in its "rng" entry, indexed by rank, as Accelerate
+// keeps a random_states_<r>.pkl per process; load_state gives rank r entry r, so a resumed run
+// draws what the uninterrupted one would have:
+//   [{"offset": 96, "seed": 42}, {"offset": 96, "seed": 43}]
+// A snapshot may be loaded by another number of processes (the loaders resume at the same global
+// sample: Note [Resuming on another world size] in train/loader_tracker.h), so that is no error
+// here: rank r takes entry r % n, n the number of ranks saved. Fewer ranks each keep their own
+// stream; extra ranks repeat the first ones' streams. Every rank thus continues a saved stream,
+// and ranks that shared one (set_seed without device_specific, for random choices every rank
+// must make alike) still share it, which fresh streams for the extra ranks (Accelerate's way
+// when random_states_<r>.pkl is missing) would break. The price: with seeds per device, ranks r
+// and r + n draw the same masks. A file written before the states were per rank holds one
+// object, {"offset": 96, "seed": 42}: every rank takes it, the same rule with n = 1.
+nlohmann::json generator_state(const Generator& generator) {
+  return {{"seed", generator.seed()}, {"offset", generator.offset()}};
+}
+
+// The "rng" entry: every rank's default generator, indexed by rank. A collective on more than one process.
+std::string every_rank_generator_state(int world_size) {
+  const std::string own = generator_state(default_generator()).dump();
+  const std::vector<std::string> per_rank =
+      world_size > 1 ? all_gather_strings(default_group(), own) : std::vector<std::string>{own};
+  nlohmann::json states = nlohmann::json::array();
+  for (const std::string& text : per_rank) states.push_back(nlohmann::json::parse(text));
+  return states.dump();
+}
+
+// Sets the default generator to `rank`'s state in the "rng" entry `text`.
+void restore_generator_state(const std::string& text, int rank) {
+  const nlohmann::json json = nlohmann::json::parse(text);
+  SG_CHECK(!json.is_array() || !json.empty(), "the entry holds no generator state (an empty list)");
+  const nlohmann::json& state = json.is_array() ? json.at(static_cast<size_t>(rank) % json.size()) : json;
+  default_generator().manual_seed(state.at("seed").get<uint64_t>());
+  default_generator().set_offset(state.at("offset").get<uint64_t>());
+}
+
 constexpr const char* kReservedKeys[] = {"scheduler", "rng", "grad_scaler", "loaders"};
 
 // Note [load_state is all or nothing]
@@ -660,9 +699,9 @@ void Accelerator::save_state(const std::string& path, nn::Module& model, optim::
     metadata["scheduler"] = nlohmann::json{{"last_epoch", state.last_epoch}, {"base_lrs", state.base_lrs}}.dump();
   }
   if (scaler_.is_enabled()) metadata["grad_scaler"] = scaler_.state_dict().to_json();
-  const Generator& generator = default_generator();
-  metadata["rng"] = nlohmann::json{{"seed", generator.seed()}, {"offset", generator.offset()}}.dump();
-  // Every rank holds the same state after a step; one writer, and nobody reads before it is done.
+  metadata["rng"] = every_rank_generator_state(num_processes());  // Note [One random stream per rank]
+  // Apart from the generators, gathered above, every rank holds the same state after a step; one
+  // writer, and nobody reads before it is done.
   // With check_replicas_every, that is checked first, the optimizer's state included.
   auto* ddp = dynamic_cast<DistributedDataParallel*>(&model);
   if (ddp != nullptr && ddp->options().check_replicas_every > 0)
@@ -701,11 +740,8 @@ optim::Metadata Accelerator::load_state_unguarded(const std::string& path, nn::M
     });
   }
   if (metadata.count("rng") == 1) {
-    restore_entry(path, metadata, "rng", [](const std::string& text) {
-      const auto json = nlohmann::json::parse(text);
-      default_generator().manual_seed(json.at("seed").get<uint64_t>());
-      default_generator().set_offset(json.at("offset").get<uint64_t>());
-    });
+    restore_entry(path, metadata, "rng",
+                  [&](const std::string& text) { restore_generator_state(text, process_index()); });
   }
   if (scaler_.is_enabled() && metadata.count("grad_scaler") == 1) {
     restore_entry(path, metadata, "grad_scaler",

@@ -294,20 +294,22 @@ public:
   nn::Module& unwrap_model(nn::Module& model) const;
 
   // One safetensors file, written atomically by the main process: the unwrapped model's
-  // state, the prepared optimizer's and scheduler's, the scaler's, the default generator's, the
-  // position of every prepared loader whose loop is in progress, and the caller's `metadata`
-  // (epoch, step, ...). One file rather than Accelerate's directory, so a crash while saving
+  // state, the prepared optimizer's and scheduler's, the scaler's, every process's default
+  // generator (Note [One random stream per rank] in train/accelerator.cpp), the position of
+  // every prepared loader whose loop is in progress, and the caller's `metadata` (epoch, step,
+  // ...). One file rather than Accelerate's directory, so a crash while saving
   // leaves the previous snapshot whole (docs/decisions.md). When the model's DDP has
   // check_replicas_every set, the ranks first compare their replicas, the optimizer's state
   // included (DistributedDataParallel::check_replicas): a snapshot of one of several diverged
   // models is refused on every rank. A dist::ZeroRedundancyOptimizer's shards are gathered on the
   // main process first, so the snapshot holds the whole state, as a plain optimizer's.
   void save_state(const std::string& path, nn::Module& model, optim::Metadata metadata = {});
-  // Restores what save_state wrote, on every process; returns the caller's metadata. A loader
-  // saved in the middle of an epoch (prepare the same loaders first) resumes there: its next
-  // pass is that epoch, from the first batch not yet seen (DataLoader::skip_first_batches).
-  // All or nothing: when the file is refused, everything is as it was before the call, on every
-  // rank: one that fails rethrows, and the others throw naming it and restore their state too.
+  // Restores what save_state wrote, on every process, each its own generator; returns the
+  // caller's metadata. A loader saved in the middle of an epoch (prepare the same loaders first)
+  // resumes there: its next pass is that epoch, from the first batch not yet seen
+  // (DataLoader::skip_first_batches). All or nothing: when the file is refused, everything is as
+  // it was before the call, on every rank: one that fails rethrows, and the others throw naming
+  // it and restore their state too.
   optim::Metadata load_state(const std::string& path, nn::Module& model);
   // The same with the checkpoint folders of ProjectConfiguration (automatic_checkpoint_naming):
   // save_state writes the next checkpoint_<i>/ whole (Note [Writing a checkpoint folder whole] in
