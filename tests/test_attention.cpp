@@ -221,6 +221,38 @@ TEST_CASE("the backward drops what the forward dropped, on heads' views with L a
   }
 }
 
+TEST_CASE("with dropout, a row masked in one batch entry only gives 0 and adds nothing to the gradients of k and v") {
+  // The CPU backward reuses its scratch from one matrix to the next: row 1 is masked in the second
+  // entry only, so a probability of the first entry's row 1 left in place would reach grad_v there.
+  const Tensor q = input({2, 3, 4}), k = input({2, 5, 4}), v = input({2, 5, 3});
+  Tensor mask = ones({2, 3, 5}, {DType::boolean});
+  mask.select(0, 1).select(0, 1).fill_(0.0);
+  const double p = 0.3;
+  Generator generator(1234);
+  const Tensor keep = attention_dropout_mask({2, 3, 5}, p, generator.seed(), generator.offset());
+  const Tensor weight = output_weight(q, v);
+  const Run got =
+      run([&](const TensorList& in) { return fused(in[0], in[1], in[2], {.mask = mask, .dropout_p = p}, &generator); },
+          {q, k, v}, weight);
+  CHECK(test::values(got.out.select(0, 1).select(0, 1).abs().sum())[0] == 0.0);
+  CHECK(test::values(got.grads[0].select(0, 1).select(0, 1).abs().sum())[0] == 0.0);
+  // Entry by entry against the composed op given the same bits, the masked row left out of the second.
+  for (const int64_t entry : {0, 1}) {
+    CAPTURE(entry);
+    const Tensor rows = entry == 0 ? tensor(std::vector<int64_t>{0, 1, 2}) : tensor(std::vector<int64_t>{0, 2});
+    const auto of_entry = [&](const Tensor& x) { return x.select(0, entry).index_select(0, rows); };
+    const Run expected = run(
+        [&](const TensorList& in) {
+          return composed(of_entry(in[0]), in[1].select(0, entry), in[2].select(0, entry),
+                          {.mask = of_entry(mask), .keep = of_entry(keep), .dropout_p = p});
+        },
+        {q, k, v}, of_entry(weight));
+    CHECK(test::max_abs_diff(of_entry(got.out), expected.out) < 1e-12);
+    CHECK(test::max_abs_diff(got.grads[1].select(0, entry), expected.grads[1].select(0, entry)) < 1e-12);
+    CHECK(test::max_abs_diff(got.grads[2].select(0, entry), expected.grads[2].select(0, entry)) < 1e-12);
+  }
+}
+
 TEST_CASE("gradcheck: the fused attention with dropout, the same seed for every evaluation") {
   const Tensor q = test::rand_input({2, 5, 3}), k = test::rand_input({2, 6, 3}), v = test::rand_input({2, 6, 4});
   CHECK_GRADCHECK(

@@ -79,11 +79,18 @@ T row_sum(const T* x, int64_t n) {
   return total;
 }
 
-// to[j] = from[j] times what dropout multiplies probability j by: 1 / (1 - p) where bit j of `keep`
-// is set, 0 where it is not (n <= 64). `to` may be `from`.
-template <typename T>
-void apply_dropout(uint64_t keep, T kept_scale, const T* from, T* to, int64_t n) {
-  for (int64_t j = 0; j < n; ++j) to[j] = from[j] * ((keep >> j & 1) ? kept_scale : T(0));
+// body(j, factor) for j < n <= 64, factor what dropout multiplies probability j by: 1 / (1 - p)
+// where bit j of `keep` is set, 0 where it is not. The bits are taken 16 at a time into a 32-bit
+// word, whose shift by a different count per lane vectorises into 32-bit lanes, and the bit is
+// multiplied in as a float, without a branch (`keep >> j & 1 ? scale : 0` over the 64-bit word, in
+// a pass of its own, took about 5% of a pass at gpt-mini's shape in perf; docs/performance.md).
+template <typename T, typename Body>
+void for_each_dropout_factor(uint64_t keep, T kept_scale, int64_t n, Body body) {
+  for (int64_t j0 = 0; j0 < n; j0 += 16) {
+    const uint32_t bits = static_cast<uint32_t>(keep >> j0 & 0xFFFF);
+    const int64_t count = std::min<int64_t>(16, n - j0);
+    for (int64_t l = 0; l < count; ++l) body(j0 + l, static_cast<T>(bits >> l & 1u) * kept_scale);
+  }
 }
 
 // Row-major C[m, n] = alpha op(A) op(B) + beta C for the small blocks of the kernel.
@@ -308,7 +315,7 @@ struct ForwardBlock {
           // With causal, keys after the diagonal have probability 0 whatever the draw: not drawn.
           const int64_t drawn = p.causal ? std::clamp<int64_t>(r0 + r + 1 - c0, 0, cols) : cols;
           *keep = p.keep_bits(n, r0 + r, c0, drawn);
-          apply_dropout(*keep, p.kept_scale(), row, row, cols);
+          for_each_dropout_factor(*keep, p.kept_scale(), cols, [row](int64_t j, math_t factor) { row[j] *= factor; });
         }
       }
       const Block<math_t> vb = rows_of(p.v, n, c0, cols, p.Ev, v);
@@ -367,27 +374,36 @@ struct BackwardMatrix {
         const Block<math_t> qb = rows_of(p.q, n, r0, rows, p.E, q), gb = rows_of(grad_out, n, r0, rows, p.Ev, g);
         p.scores(n, qb, kb, r0, rows, c0, cols, s.data());
         block_gemm<math_t>(false, true, rows, cols, p.Ev, math_t(1), gb.data, gb.ld, vb.data, vb.ld, math_t(0),
-                           dp.data(), kKeyBlock);     // dZ = dO V^T
-        const math_t* probabilities_used = s.data();  // Z = P, or dropout(P)
+                           dp.data(), kKeyBlock);  // dZ = dO V^T
+        const math_t kept_scale = p.kept_scale();
+        const math_t* probabilities_used = keep_words ? z.data() : s.data();  // Z = dropout(P), or P
         for (int64_t r = 0; r < rows; ++r) {
           const int64_t i = r0 + r;
           math_t* prob = s.data() + r * kKeyBlock;
           math_t* grad = dp.data() + r * kKeyBlock;
-          // P = exp(score - log_sum_exp), recomputed; a fully masked row has log_sum_exp -inf, P 0.
-          const math_t lse = log_sum_exp[i];
-          if (lse == -std::numeric_limits<math_t>::infinity()) std::fill_n(prob, cols, math_t(0));
-          else
-            for (int64_t j = 0; j < cols; ++j) prob[j] = exp_of(prob[j] - lse);
-          if (keep_words) {  // Z = dropout(P), dP = dropout(dZ): the forward's bits
+          // P = exp(score - log_sum_exp), recomputed; a fully masked row has log_sum_exp -inf, P 0
+          // and no gradient.
+          const math_t lse = log_sum_exp[i], row_delta = delta[i];
+          if (lse == -std::numeric_limits<math_t>::infinity()) {
+            std::fill_n(prob, cols, math_t(0));
+            std::fill_n(grad, cols, math_t(0));
+            if (keep_words) std::fill_n(z.data() + r * kKeyBlock, cols, math_t(0));
+          } else if (keep_words) {
+            // Z = dropout(P), dP = dropout(dZ) with the forward's bits, and d score = P * (dP -
+            // delta), softmax's backward, in one pass over the row.
             const uint64_t keep = keep_words[i * p.words_per_row + c0 / kKeyBlock];
             math_t* kept = z.data() + r * kKeyBlock;
-            apply_dropout(keep, p.kept_scale(), prob, kept, cols);
-            apply_dropout(keep, p.kept_scale(), grad, grad, cols);
-            probabilities_used = z.data();
+            for_each_dropout_factor(keep, kept_scale, cols, [&](int64_t j, math_t factor) {
+              prob[j] = exp_of(prob[j] - lse);
+              kept[j] = prob[j] * factor;
+              grad[j] = prob[j] * (grad[j] * factor - row_delta);
+            });
+          } else {
+            for (int64_t j = 0; j < cols; ++j) {
+              prob[j] = exp_of(prob[j] - lse);
+              grad[j] = prob[j] * (grad[j] - row_delta);
+            }
           }
-          // d score = P * (dP - delta): softmax's backward
-          const math_t row_delta = delta[i];
-          for (int64_t j = 0; j < cols; ++j) grad[j] = prob[j] * (grad[j] - row_delta);
         }
         // dV += Z^T dO, dQ += scale dS K, dK += scale dS^T Q
         block_gemm<math_t>(true, false, cols, p.Ev, rows, math_t(1), probabilities_used, kKeyBlock, gb.data, gb.ld,
