@@ -616,7 +616,8 @@ Tensor draws_of(const std::string& out, const std::string& tag, int rank) {
 TEST_CASE("each of 3 ranks seeded per device resumes its own random stream, reloaded and in a new run") {
   test::TempDir out;
   run_scenario(3, {"random_streams", out.path(), "save"});
-  run_scenario(3, {"random_streams", out.path(), "load"});
+  const test::RankResults resumed = run_scenario(3, {"random_streams", out.path(), "load"});
+  CHECK(!test::contains(resumed.output(0), "holds the random streams of"));  // the same world size: nothing to say
   for (int rank = 0; rank < 3; ++rank) {
     CAPTURE(rank);
     const Tensor saved = draws_of(out.path(), "saved", rank);
@@ -633,16 +634,23 @@ TEST_CASE("each of 3 ranks seeded per device resumes its own random stream, relo
 }
 
 TEST_CASE(
-    "a snapshot of 2 ranks' random streams gives rank r of 3 processes the stream of rank r mod 2, of 1 rank 0's") {
+    "a snapshot of 2 ranks' random streams gives rank r of 3 processes the stream of rank r mod 2, of 1 rank 0's, "
+    "and says so") {
   test::TempDir out;
   run_scenario(2, {"random_streams", out.path(), "save"});
-  run_scenario(3, {"random_streams", out.path(), "load"});
+  const test::RankResults three = run_scenario(3, {"random_streams", out.path(), "load"});
   for (int rank = 0; rank < 3; ++rank) {
     CAPTURE(rank);
     CHECK(test::max_abs_diff(draws_of(out.path(), "resumed", rank), draws_of(out.path(), "saved", rank % 2)) == 0);
   }
-  run_scenario(1, {"random_streams", out.path(), "load"});
+  // Said once, by the main process.
+  const std::string notice =
+      "holds the random streams of 2 process(es), this run has 3: rank r continues saved rank r % 2's";
+  CHECK(test::contains(three.output(0), notice));
+  CHECK(!test::contains(three.output(1), notice));
+  const test::RankResults one = run_scenario(1, {"random_streams", out.path(), "load"});
   CHECK(test::max_abs_diff(draws_of(out.path(), "resumed", 0), draws_of(out.path(), "saved", 0)) == 0);
+  CHECK(test::contains(one.output(0), "this run has 1: rank r continues saved rank r % 2's"));
 }
 
 TEST_CASE("an rng entry of one seed and offset, as older snapshots hold, puts every rank on that stream") {

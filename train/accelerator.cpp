@@ -131,13 +131,15 @@ std::string every_rank_generator_state(int world_size) {
   return states.dump();
 }
 
-// Sets the default generator to `rank`'s state in the "rng" entry `text`.
-void restore_generator_state(const std::string& text, int rank) {
+// Sets the default generator to `rank`'s state in the "rng" entry `text`. Returns how many ranks'
+// states the entry lists (0 for the single object of older snapshots).
+size_t restore_generator_state(const std::string& text, int rank) {
   const nlohmann::json json = nlohmann::json::parse(text);
   SG_CHECK(!json.is_array() || !json.empty(), "the entry holds no generator state (an empty list)");
   const nlohmann::json& state = json.is_array() ? json.at(static_cast<size_t>(rank) % json.size()) : json;
   default_generator().manual_seed(state.at("seed").get<uint64_t>());
   default_generator().set_offset(state.at("offset").get<uint64_t>());
+  return json.is_array() ? json.size() : 0;
 }
 
 constexpr const char* kReservedKeys[] = {"scheduler", "rng", "grad_scaler", "loaders"};
@@ -740,8 +742,12 @@ optim::Metadata Accelerator::load_state_unguarded(const std::string& path, nn::M
     });
   }
   if (metadata.count("rng") == 1) {
+    size_t saved_ranks = 0;
     restore_entry(path, metadata, "rng",
-                  [&](const std::string& text) { restore_generator_state(text, process_index()); });
+                  [&](const std::string& text) { saved_ranks = restore_generator_state(text, process_index()); });
+    if (saved_ranks != 0 && saved_ranks != static_cast<size_t>(num_processes()))
+      print("Accelerator::load_state: ", path, " holds the random streams of ", saved_ranks,
+            " process(es), this run has ", num_processes(), ": rank r continues saved rank r % ", saved_ranks, "'s");
   }
   if (scaler_.is_enabled() && metadata.count("grad_scaler") == 1) {
     restore_entry(path, metadata, "grad_scaler",
