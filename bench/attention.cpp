@@ -125,7 +125,12 @@ int main(int argc, char** argv) {
   const int repeats = std::stoi(flag(argc, argv, "--repeats", "5"));
   const std::string impls = flag(argc, argv, "--impl", "fused,composed");
   const double dropout_p = std::stod(flag(argc, argv, "--dropout", "0"));
-  const bool heads_view = std::string(flag(argc, argv, "--layout", "contiguous")) == "heads";
+  const std::string layout = flag(argc, argv, "--layout", "contiguous");
+  if (layout != "contiguous" && layout != "heads") {
+    std::fprintf(stderr, "bench_attention: --layout takes contiguous or heads, not '%s'\n", layout.c_str());
+    return 1;
+  }
+  const bool heads_view = layout == "heads";
   std::vector<Shape4> shapes{{32, 6, 128, 32}, {8, 6, 256, 64}, {4, 12, 1024, 64}};
   if (const std::vector<int> only = parse_list(flag(argc, argv, "--shape", "")); !only.empty()) {
     if (only.size() != 4) {

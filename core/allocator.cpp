@@ -132,7 +132,8 @@ public:
       {
         std::lock_guard<std::mutex> lock(mutex_);
         ptr = free_runs_.take(size);
-        ++(ptr != nullptr ? hits_ : misses_);
+        if (ptr != nullptr) ++hits_;
+        else ++misses_;
       }
       if (ptr == nullptr) ptr = map_pages(size);
     } else {
@@ -144,13 +145,19 @@ public:
 
   void deallocate(void* ptr, size_t nbytes) override {
     if (ptr == nullptr) return;
-    if (!cacheable(nbytes)) return std::free(ptr);
+    if (!cacheable(nbytes)) {
+      std::free(ptr);
+      return;
+    }
     const size_t size = block_size(nbytes);
     {
       std::lock_guard<std::mutex> lock(mutex_);
-      if (free_runs_.total_bytes() + size <= kMaxCachedBytes) return free_runs_.give(static_cast<char*>(ptr), size);
+      if (free_runs_.total_bytes() + size <= kMaxCachedBytes) {
+        free_runs_.give(static_cast<char*>(ptr), size);
+        return;
+      }
     }
-    munmap(ptr, size);
+    munmap(ptr, size);  // the cache is full: back to the system
   }
 
   Device device() const override { return Device::cpu(); }
