@@ -16,7 +16,7 @@ cd "$(dirname "$0")/.."
 build=build-gpu
 bundle=gpu-bundle
 binaries=(tests/test_cuda tests/nccl_worker apps/train_cnn apps/train_resnet apps/train_gpt apps/sgrun
-          bench/bench_gpu bench/bench_models)
+          bench/bench_gpu bench/bench_models bench/bench_cudnn_algorithms)
 fashion_mnist=/usr/share/datasets/fashion-mnist  # the Debian package dataset-fashion-mnist
 
 scripts/setup.sh

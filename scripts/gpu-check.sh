@@ -145,7 +145,7 @@ step loading 60 check_loading
 if [ $has_gpu = 0 ]; then
   # Each program starts with the bundle's libraries alone (the suite exits 77: no GPU) ...
   step suite-without-gpu 60 bash -c '"$1"/test_cuda; status=$?; [ $status = 77 ] && echo "exit 77: skipped, as it must be without a GPU"; [ $status = 77 ]' _ "$bin"
-  step programs-start 60 bash -c 'for p in train_cnn train_resnet train_gpt sgrun bench_models; do "$1/$p" --help >/dev/null || { echo "$p --help failed"; exit 1; }; done; "$1"/bench_gpu' _ "$bin"
+  step programs-start 60 bash -c 'for p in train_cnn train_resnet train_gpt sgrun bench_models; do "$1/$p" --help >/dev/null || { echo "$p --help failed"; exit 1; }; done; "$1"/bench_gpu && "$1"/bench_cudnn_algorithms' _ "$bin"
   # ... and the carry fits: the bundle plus the working tree (tracked and untracked, not ignored, files).
   carry_size() {
     local tree bundled
@@ -160,6 +160,8 @@ else
   data="$root/data/fashion-mnist"
   # a. every GPU op against the CPU on the same inputs
   step cuda-suite 170 "$bin/test_cuda"
+  # every cuDNN algorithm's time and error at the CNN's 5x5 shape: what the convolutions' choice gives up
+  step cudnn-algorithms 40 "$bin/bench_cudnn_algorithms"
   # b. the CNN for one epoch: f32, then mixed precision
   step cnn-f32 60 "$bin/train_cnn" --device cuda --epochs 1 --data-dir "$data" --workers 2
   step cnn-f16 60 "$bin/train_cnn" --device cuda --epochs 1 --data-dir "$data" --workers 2 --amp f16
