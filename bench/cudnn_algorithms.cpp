@@ -21,10 +21,10 @@
 
 namespace {
 
-#define CUDNN_OR_FAIL(call)                                                                         \
-  do {                                                                                              \
-    const cudnnStatus_t status_ = (call);                                                           \
-    SG_CHECK(status_ == CUDNN_STATUS_SUCCESS, #call, " failed: ", cudnnGetErrorString(status_));    \
+#define CUDNN_OR_FAIL(call)                                                                      \
+  do {                                                                                           \
+    const cudnnStatus_t status_ = (call);                                                        \
+    SG_CHECK(status_ == CUDNN_STATUS_SUCCESS, #call, " failed: ", cudnnGetErrorString(status_)); \
   } while (0)
 
 struct Shape {
@@ -144,28 +144,28 @@ void run(const Shape& s, sg::DType dtype) {
     return text;
   };
   std::vector<Direction> directions;
-  directions.push_back(
-      {"forward", CUDNN_CONVOLUTION_FWD_ALGO_COUNT,
-       [&] {
-         cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
-         int count = 0;
-         CUDNN_OR_FAIL(cudnnGetConvolutionForwardAlgorithm_v7(handle, d.input, d.weight, d.conv, d.out,
-                                                              CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &count, perf));
-         return ranked(perf, count);
-       },
-       [&](int algo, void* space_ptr, size_t bytes) {
-         return cudnnConvolutionForward(handle, &alpha, d.input, x_gpu.raw_data(), d.weight, w_gpu.raw_data(), d.conv,
-                                        cudnnConvolutionFwdAlgo_t(algo), space_ptr, bytes, &beta, d.out,
-                                        y_out.raw_data());
-       },
-       y_out, y.detach().to(dtype)});
+  directions.push_back({"forward", CUDNN_CONVOLUTION_FWD_ALGO_COUNT,
+                        [&] {
+                          cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
+                          int count = 0;
+                          CUDNN_OR_FAIL(cudnnGetConvolutionForwardAlgorithm_v7(handle, d.input, d.weight, d.conv, d.out,
+                                                                               CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &count,
+                                                                               perf));
+                          return ranked(perf, count);
+                        },
+                        [&](int algo, void* space_ptr, size_t bytes) {
+                          return cudnnConvolutionForward(handle, &alpha, d.input, x_gpu.raw_data(), d.weight,
+                                                         w_gpu.raw_data(), d.conv, cudnnConvolutionFwdAlgo_t(algo),
+                                                         space_ptr, bytes, &beta, d.out, y_out.raw_data());
+                        },
+                        y_out, y.detach().to(dtype)});
   directions.push_back(
       {"input gradient", CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT,
        [&] {
          cudnnConvolutionBwdDataAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
          int count = 0;
-         CUDNN_OR_FAIL(cudnnGetConvolutionBackwardDataAlgorithm_v7(handle, d.weight, d.out, d.conv, d.input,
-                                                                   CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &count, perf));
+         CUDNN_OR_FAIL(cudnnGetConvolutionBackwardDataAlgorithm_v7(
+             handle, d.weight, d.out, d.conv, d.input, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &count, perf));
          return ranked(perf, count);
        },
        [&](int algo, void* space_ptr, size_t bytes) {
