@@ -17,8 +17,12 @@ namespace sg {
 // several milliseconds. On a quiet machine that makes the next region start at once; with one
 // other busy process on the machine it burns the core the other thread of our team needs, and a
 // step of many short regions collapses (gpt-mini at 2 threads on 2 vCPUs: 0.54 s quiet, 11 s
-// beside one busy loop; docs/performance.md, "Threads that yield"). 10,000 spins cost nothing
-// measurable when quiet and bring the contended step to 1.6 s, less than PyTorch's 2.1-2.8 s.
+// beside one busy loop; docs/performance.md, "Threads that yield"). A count is a number of loop
+// turns, not a time, so one count must suit unlike CPUs: 1,000 spins keep a contended step within
+// about 2x its quiet time on a Sapphire Rapids Xeon and on a Zen 5 (PyTorch's: 2.6-9x),
+// and cost nothing measurable quietly on the Zen 5 and 2-5% of gpt-mini's step on the Xeon.
+// 10,000, chosen on the Xeon alone, held a contended ResNet34 step at 4-5x its quiet time on the
+// Zen 5.
 //
 // libgomp reads its spin count once, from GOMP_SPINCOUNT, when it is loaded — before any code of
 // ours runs, even a constructor. So where the user has chosen neither GOMP_SPINCOUNT nor
@@ -29,7 +33,7 @@ namespace sg {
 // OpenMP runtime, which does not read GOMP_SPINCOUNT.
 #ifndef __clang__
 namespace {
-constexpr const char* kSpinCount = "10000";
+constexpr const char* kSpinCount = "1000";
 
 bool under_valgrind() {
   const char* preload = std::getenv("LD_PRELOAD");

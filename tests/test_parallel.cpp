@@ -80,7 +80,7 @@ std::string spin_count_of_a_fresh_start(const std::string& variables) {
 }  // namespace
 
 TEST_CASE("a program starts with a short OpenMP spin unless the user chose a spin or a wait policy") {
-  CHECK(spin_count_of_a_fresh_start("") == "10000");
+  CHECK(spin_count_of_a_fresh_start("") == "1000");
   CHECK(spin_count_of_a_fresh_start("GOMP_SPINCOUNT=123") == "123");
   CHECK(spin_count_of_a_fresh_start("OMP_WAIT_POLICY=passive") == "0");
 }
