@@ -623,6 +623,15 @@ TEST_CASE("clip_grad_norm_ with a non-finite norm throws or multiplies as PyTorc
   }
 }
 
+TEST_CASE("clip_grad_norm_ combines gradients of different dtypes") {
+  Tensor wide = zeros({2}, {DType::f64}).requires_grad_(), narrow = zeros({2}, {DType::f32}).requires_grad_();
+  wide.set_grad(tensor(std::vector<double>{3.0, -4.0}));
+  narrow.set_grad(tensor(std::vector<double>{12.0, 0.0}).to(DType::f32));
+  CHECK(optim::clip_grad_norm_({wide, narrow}, 1e9) == 13.0);  // sqrt(9 + 16 + 144)
+  CHECK(optim::clip_grad_norm_({wide, narrow}, 1e9, optim::kInfNorm) == 12.0);
+  CHECK(optim::summed_norm_powers({wide.grad(), narrow.grad()}, 1.0).item() == 19.0);
+}
+
 TEST_CASE("clip_grad_value_ clamps every gradient element") {
   TwoGrads grads;
   optim::clip_grad_value_(grads.params(), 1.5);

@@ -51,6 +51,7 @@
 
 #include "autograd/grad_mode.h"
 #include "core/factory.h"
+#include "optim/clip_grad.h"
 #include "train/zero_redundancy_optimizer.h"
 
 namespace sg::dist {
@@ -135,7 +136,6 @@ double ZeroRedundancyOptimizer::clip_grad_norm_(const TensorList& params, double
   NoGradGuard no_grad;
   const bool inf_norm = std::isinf(norm_type);
   TensorList owned;
-  double partial = 0;
   for (size_t k = 0; k < params.size(); ++k) {
     const auto it = index_of_.find(params[k].impl());
     SG_CHECK(it != index_of_.end(), type_name(), ".clip_grad_norm_ (rank ", group_.rank(), "): parameter ", k,
@@ -143,10 +143,8 @@ double ZeroRedundancyOptimizer::clip_grad_norm_(const TensorList& params, double
              " is not one of this optimizer's, so no rank owns its gradient; clip the optimizer's parameters");
     if (owners_[it->second] != group_.rank() || !params[k].grad().defined()) continue;
     owned.push_back(params[k].grad());
-    const double norm = owned.back().norm(norm_type).item();
-    if (inf_norm) partial = std::isnan(norm) || norm > partial ? norm : partial;
-    else partial += std::pow(norm, norm_type);
   }
+  const double partial = owned.empty() ? 0.0 : optim::summed_norm_powers(owned, norm_type).item();
   const bool nan_here = std::isnan(partial);
   Tensor combined = empty({2}, {DType::f64});
   combined.data_ptr<double>()[0] = nan_here ? 0.0 : partial;

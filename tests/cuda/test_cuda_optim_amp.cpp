@@ -1,4 +1,5 @@
-// The fused optimizer kernels and the loss scaler's unscale on the GPU, against the CPU kernels.
+// The fused optimizer kernels, the loss scaler's unscale and gradient clipping on the GPU, against
+// the CPU.
 // Both run the per-element math of core/optim_math.h and core/amp_math.h; they differ at most by
 // the compilers' fusing of multiply-adds, so trajectories of a few steps agree to the dtype's
 // tolerance (core's f32 bar is 1e-5; f16/bf16 to 2 units of their last place).
@@ -6,6 +7,7 @@
 #include "core/kernels/optim.h"
 #include "cuda_compare.h"
 #include "helpers.h"
+#include "optim/clip_grad.h"
 
 #include <cmath>
 #include <limits>
@@ -139,6 +141,41 @@ TEST_CASE("unscale on the GPU sets found_inf for an inf or a NaN anywhere, and a
       const Tensor finite = random_like_param({5}, dtype).to(gpu());
       kernels::non_finite_check_and_unscale_(finite, found, 0.5);  // collects over gradients: stays 1
       CHECK(found.item() == 1.0);
+    }
+  }
+}
+
+TEST_CASE("clip_grad_norm_ of GPU gradients matches the CPU's in every norm, NaN included") {
+  for (DType dtype : {DType::f32, DType::f16}) {
+    for (double norm_type : {2.0, 1.0, 3.0, optim::kInfNorm}) {
+      for (bool with_nan : {false, true}) {
+        CAPTURE(dtype);
+        CAPTURE(norm_type);
+        CAPTURE(with_nan);
+        TensorList cpu_params, gpu_params;
+        for (const Shape& shape : {Shape{kRows, kCols}, Shape{kCols}, Shape{3, 5, 7}}) {
+          Tensor values = random_like_param(shape, dtype);
+          Tensor cpu_param = zeros(shape, {dtype}), gpu_param = zeros(shape, {dtype, gpu()});
+          cpu_param.set_grad(values.clone());
+          gpu_param.set_grad(values.to(gpu()));
+          cpu_params.push_back(cpu_param);
+          gpu_params.push_back(gpu_param);
+        }
+        if (with_nan) {
+          cpu_params[1].grad().view({-1}).select(0, 4).fill_(std::nan(""));
+          gpu_params[1].grad().view({-1}).select(0, 4).fill_(std::nan(""));
+        }
+        const double cpu_norm = optim::clip_grad_norm_(cpu_params, 0.5, norm_type);
+        const double gpu_norm = optim::clip_grad_norm_(gpu_params, 0.5, norm_type);
+        if (with_nan) {
+          CHECK(std::isnan(cpu_norm));
+          CHECK(std::isnan(gpu_norm));
+        } else {
+          CHECK(gpu_norm == doctest::Approx(cpu_norm).epsilon(test::tolerance_for(dtype)));
+          for (size_t k = 0; k < cpu_params.size(); ++k)
+            test::check_matches_cpu(gpu_params[k].grad(), cpu_params[k].grad());
+        }
+      }
     }
   }
 }
