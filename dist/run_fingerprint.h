@@ -26,7 +26,8 @@ namespace sg::dist {
 // writes them into a RunFingerprint — named fields with their values as text — and compares
 // it across ranks: DDP's constructor its options, the Accelerator its own options (mixed
 // precision, accumulation) when it joins the group, the optimizer's type and every group's
-// hyper-parameters at prepare(optimizer), each loader's data set size, batch size, number of
+// hyper-parameters at prepare(optimizer), the schedule's lrs at a ladder of steps at
+// prepare(scheduler), each loader's data set size, batch size, number of
 // batches, shuffling and seed at prepare(dataset, options), and what an app adds by name
 // (train_gpt: its vocabulary) through Accelerator::check_agreement.
 //

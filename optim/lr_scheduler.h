@@ -38,6 +38,8 @@ public:
   const std::vector<double>& get_last_lr() const { return last_lr_; }
   int64_t last_epoch() const { return last_epoch_; }
   const std::vector<double>& base_lrs() const { return base_lrs_; }
+  // The lr the schedule gives param group `group` at step `epoch`, without moving the scheduler.
+  double lr_at(int64_t epoch, size_t group) const { return schedule_(epoch, base_lrs_.at(group)); }
 
   struct State {
     int64_t last_epoch = 0;
@@ -71,7 +73,8 @@ public:
   CosineAnnealingLR(Optimizer& optimizer, int64_t T_max, double eta_min = 0.0);
 };
 
-// lr = base_lr * factor(epoch)
+// lr = base_lr * factor(epoch). The factor may be called for any step >= 0, not only the steps
+// the run reaches (the Accelerator compares schedules across ranks by their values).
 class LambdaLR : public LRScheduler {
 public:
   LambdaLR(Optimizer& optimizer, std::function<double(int64_t epoch)> factor);

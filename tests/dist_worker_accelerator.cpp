@@ -244,10 +244,10 @@ void virtual_ranks(const std::string& out, const std::string& tag, int64_t from,
 }
 
 // A short run in which rank 1 differs from rank 0 in `setting` alone: "lr", "optimizer" (SGD or
-// Adam), "mixed_precision" (bf16 or f16), "seed" or "batch_size" of the shuffled loader,
-// "vocabulary" (a field the program adds), or "none". Every rank must stop where the setting is
-// compared; with "none" the run trains an epoch. The loader that does not shuffle gets a seed of
-// its own on each rank: it seeds only augmentation then, which may differ.
+// Adam), "schedule" (the warm-up's length), "mixed_precision" (bf16 or f16), "seed" or
+// "batch_size" of the shuffled loader, "vocabulary" (a field the program adds), or "none". Every rank must stop where
+// the setting is compared; with "none" the run trains an epoch. The loader that does not shuffle gets a seed of its own
+// on each rank: it seeds only augmentation then, which may differ.
 void settings(const std::string& setting) {
   const std::optional<dist::LaunchEnvironment> environment = dist::launch_environment();
   const bool rank_1 = environment.has_value() && environment->rank == 1;
@@ -263,6 +263,9 @@ void settings(const std::string& setting) {
     optimizer = std::make_unique<optim::Adam>(model->parameters(), optim::AdamOptions{.lr = lr});
   else optimizer = std::make_unique<optim::SGD>(model->parameters(), optim::SGDOptions{.lr = lr});
   accelerator.prepare(*optimizer);
+  // When they differ, rank 1's warm-up is one step longer.
+  optim::WarmupCosineLR scheduler(*optimizer, differs("schedule") ? 21 : 20, 1000);
+  accelerator.prepare(scheduler);
   data::DataLoader train_loader = accelerator.prepare(
       regression_data(40),
       {.batch_size = differs("batch_size") ? 8 : 4, .shuffle = true, .seed = differs("seed") ? 6u : 5u});

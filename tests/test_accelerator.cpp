@@ -674,6 +674,7 @@ TEST_CASE("ranks that differ in a setting all stop, naming the setting, each ran
   const std::pair<std::string, std::string> cases[] = {
       {"lr", "ranks disagree on optimizer.lr: rank 0 has 0.001, rank 1 has 0.01"},
       {"optimizer", "ranks disagree on optimizer.type: rank 0 has SGD, rank 1 has Adam"},
+      {"schedule", "ranks disagree on scheduler.lr_at_step_0: rank 0 has 4.76"},
       {"mixed_precision", "ranks disagree on accelerator.mixed_precision: rank 0 has bf16, rank 1 has f16"},
       {"seed", "ranks disagree on loaders[0].seed: rank 0 has 5, rank 1 has 6"},
       {"batch_size", "ranks disagree on loaders[0].batch_size: rank 0 has 4, rank 1 has 8"},

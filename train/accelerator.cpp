@@ -310,6 +310,7 @@ optim::Optimizer& Accelerator::prepare(optim::Optimizer& optimizer) {
 }
 
 optim::LRScheduler& Accelerator::prepare(optim::LRScheduler& scheduler) {
+  check_agreement(scheduler_settings(scheduler));
   scheduler_ = &scheduler;
   return scheduler;
 }

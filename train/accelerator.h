@@ -148,7 +148,9 @@ public:
   // than one process.
   std::shared_ptr<nn::Module> prepare(std::shared_ptr<nn::Module> model);
   // Registers the optimizer (and scheduler) whose state save_state / load_state carry; with
-  // zero_shard_gradients, hands its gradient hook to the DDP models prepared before it.
+  // zero_shard_gradients, hands its gradient hook to the DDP models prepared before it. With more
+  // than one process, each compares what every rank prepared (the optimizer's type and
+  // hyper-parameters, the schedule's lrs) and all ranks stop naming what differs.
   optim::Optimizer& prepare(optim::Optimizer& optimizer);
   optim::LRScheduler& prepare(optim::LRScheduler& scheduler);
   // A loader over this process's share of `dataset`: a DistributedSampler (shuffled by

@@ -1,6 +1,7 @@
 #include "train/run_settings.h"
 
 #include <string>
+#include <vector>
 
 #include "train/accelerator.h"
 
@@ -26,6 +27,27 @@ RunFingerprint optimizer_settings(const optim::Optimizer& optimizer) {
   for (size_t group = 0; group < groups; ++group) {
     const std::string prefix = groups == 1 ? "optimizer." : "optimizer.param_groups[" + std::to_string(group) + "].";
     for (const auto& [name, value] : optimizer.hyperparameters(group)) settings.add(prefix + name, value);
+  }
+  return settings;
+}
+
+RunFingerprint scheduler_settings(const optim::LRScheduler& scheduler) {
+  std::vector<int64_t> steps = {0};  // then 1, 2, 5, 10, 20, 50, ... 10^6
+  for (int64_t decade = 1; decade <= 1'000'000; decade *= 10)
+    for (int64_t multiple : {1, 2, 5})
+      if (multiple * decade <= 1'000'000) steps.push_back(multiple * decade);
+  RunFingerprint settings;
+  const size_t groups = scheduler.base_lrs().size();
+  for (size_t group = 0; group < groups; ++group) {
+    const std::string prefix = groups == 1 ? "scheduler." : "scheduler.param_groups[" + std::to_string(group) + "].";
+    for (int64_t step : steps) {
+      const std::string name = prefix + "lr_at_step_" + std::to_string(step);
+      try {
+        settings.add(name, scheduler.lr_at(step, group));
+      } catch (const std::exception& error) {  // a LambdaLR factor that refuses steps past its run
+        settings.add(name, std::string("throws: ") + error.what());
+      }
+    }
   }
   return settings;
 }
