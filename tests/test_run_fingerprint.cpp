@@ -1,7 +1,10 @@
-// dist::RunFingerprint and the message dist::disagreements writes from the ranks' fingerprints
-// (the multi-process checks are in tests/test_accelerator.cpp and tests/test_ddp.cpp).
+// dist::RunFingerprint, the message dist::disagreements writes from the ranks' fingerprints and
+// a schedule's fingerprint (the multi-process checks are in tests/test_accelerator.cpp and tests/test_ddp.cpp).
 #include "dist/run_fingerprint.h"
 #include "helpers.h"
+#include "optim/lr_scheduler.h"
+#include "optim/sgd.h"
+#include "train/run_settings.h"
 
 using namespace sg;
 
@@ -67,4 +70,32 @@ TEST_CASE("fields only some ranks have are listed only when no field they share 
   const auto fewer = fingerprint({{"optimizer.type", "SGD"}, {"optimizer.lr", "0.1"}});
   CHECK(dist::disagreements({sgd, fewer}) ==
         std::vector<std::string>{"ranks disagree on optimizer.momentum: rank 0 has 0.9, rank 1 has no such setting"});
+}
+
+TEST_CASE("a schedule's fingerprint is its lrs at a ladder of steps, per group, and a factor that throws is compared") {
+  Tensor weight = zeros({2}).requires_grad_(), bias = zeros({2}).requires_grad_();
+  optim::SGD one_group({weight, bias}, {.lr = 0.1});
+  optim::WarmupCosineLR warm_20(one_group, 20, 1000), warm_21(one_group, 21, 1000);
+  const dist::RunFingerprint a = dist::scheduler_settings(warm_20), b = dist::scheduler_settings(warm_21);
+  REQUIRE(a.fields().size() == 20);  // steps 0, 1, 2, 5, ... 10^6
+  CHECK(a.fields().front().first == "scheduler.lr_at_step_0");
+  CHECK(a.fields().back().first == "scheduler.lr_at_step_1000000");
+  CHECK(a.fields()[6].first == "scheduler.lr_at_step_50");
+  CHECK(a.fields()[6].second != b.fields()[6].second);              // inside both warm-ups
+  CHECK(a.fields().back().second == b.fields().back().second);      // both at their floor
+  CHECK(dist::scheduler_settings(warm_20).fields() == a.fields());  // reading it moves nothing
+
+  optim::SGD two_groups({weight}, {.lr = 0.1});
+  two_groups.add_param_group({bias}, optim::SGDOptions{.lr = 0.5});
+  optim::LambdaLR refuses_late(two_groups, [](int64_t step) {
+    SG_CHECK(step <= 100, "no factor for step ", step);
+    return 1.0 / static_cast<double>(step + 1);
+  });
+  const dist::RunFingerprint groups = dist::scheduler_settings(refuses_late);
+  REQUIRE(groups.fields().size() == 40);
+  CHECK(groups.fields()[1] == std::pair<std::string, std::string>{"scheduler.param_groups[0].lr_at_step_1", "0.05"});
+  CHECK(groups.fields()[21].first == "scheduler.param_groups[1].lr_at_step_1");
+  CHECK(groups.fields()[21].second == "0.25");
+  CHECK(groups.fields()[7].second == "0.0009900990099009901");  // 0.1 / 101
+  CHECK(groups.fields()[8].second.starts_with("throws: no factor for step 200"));
 }
