@@ -1,8 +1,8 @@
 #pragma once
 // defines: dist::accelerator_settings, optimizer_settings, scheduler_settings, loader_settings —
 //          what the Accelerator compares across ranks when it joins the group and at
-//          prepare(optimizer), prepare(scheduler) and prepare(dataset, options) (Note [Ranks agree on the run's
-//          settings] in dist/run_fingerprint.h).
+//          prepare(optimizer), prepare(scheduler) and prepare(dataset, options) (Note [Ranks
+//          agree on the run's settings] in dist/run_fingerprint.h).
 #include <cstddef>
 
 #include "data/dataloader.h"
