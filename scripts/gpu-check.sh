@@ -162,6 +162,7 @@ else
   step cuda-suite 170 "$bin/test_cuda"
   # every cuDNN algorithm's time and error at the CNN's 5x5 shape: what the convolutions' choice gives up
   step cudnn-algorithms 40 "$bin/bench_cudnn_algorithms"
+  step cudnn-algorithms-pytorch 60 python3 bench/conv_accuracy_torch.py  # PyTorch's own error there
   # b. the CNN for one epoch: f32, then mixed precision
   step cnn-f32 60 "$bin/train_cnn" --device cuda --epochs 1 --data-dir "$data" --workers 2
   step cnn-f16 60 "$bin/train_cnn" --device cuda --epochs 1 --data-dir "$data" --workers 2 --amp f16
