@@ -8,38 +8,25 @@
 //   ./build-gpu/bench/bench_cudnn_algorithms [--shape N,C,H,W,K,R,S,PAD]      # f16, bf16 and f32
 // The default shape is the Fashion-MNIST CNN's second convolution at a small batch: [6, 32, 14, 14] by
 // [64, 32, 5, 5], padding 2. Without a usable GPU it says why and exits 0.
-#include <cudnn.h>
-
 #include <cstdio>
 #include <cstring>
 #include <functional>
 #include <string>
 #include <vector>
 
+#include "core/cuda/cudnn.h"
 #include "parse_list.h"
 #include "syncgrad.h"
 
 namespace {
 
-#define CUDNN_OR_FAIL(call)                                                                      \
-  do {                                                                                           \
-    const cudnnStatus_t status_ = (call);                                                        \
-    SG_CHECK(status_ == CUDNN_STATUS_SUCCESS, #call, " failed: ", cudnnGetErrorString(status_)); \
-  } while (0)
+constexpr const char* kName = "bench_cudnn_algorithms";
 
 struct Shape {
   int64_t N, C, H, W, K, R, S, pad;
   int64_t P() const { return H + 2 * pad - R + 1; }
   int64_t Q() const { return W + 2 * pad - S + 1; }
 };
-
-cudnnDataType_t cudnn_type(sg::DType dtype) {
-  switch (dtype) {
-    case sg::DType::f16: return CUDNN_DATA_HALF;
-    case sg::DType::bf16: return CUDNN_DATA_BFLOAT16;
-    default: return CUDNN_DATA_FLOAT;
-  }
-}
 
 const char* math_name(cudnnMathType_t math) {
   switch (math) {
@@ -51,31 +38,18 @@ const char* math_name(cudnnMathType_t math) {
   return "?";
 }
 
-// The descriptors of one convolution in one dtype; f32 accumulation for every dtype, as core/cuda does.
+// The descriptors of one convolution in one dtype (core/cuda/cudnn.h's, as the library's own
+// convolutions make them): contiguous NCHW, f32 accumulation for every 16-bit dtype.
 struct Descriptors {
-  cudnnTensorDescriptor_t input{}, out{};
-  cudnnFilterDescriptor_t weight{};
-  cudnnConvolutionDescriptor_t conv{};
-  Descriptors(const Shape& s, sg::DType dtype) {
-    const cudnnDataType_t type = cudnn_type(dtype);
-    CUDNN_OR_FAIL(cudnnCreateTensorDescriptor(&input));
-    CUDNN_OR_FAIL(cudnnCreateTensorDescriptor(&out));
-    CUDNN_OR_FAIL(cudnnCreateFilterDescriptor(&weight));
-    CUDNN_OR_FAIL(cudnnCreateConvolutionDescriptor(&conv));
-    CUDNN_OR_FAIL(cudnnSetTensor4dDescriptor(input, CUDNN_TENSOR_NCHW, type, int(s.N), int(s.C), int(s.H), int(s.W)));
-    CUDNN_OR_FAIL(cudnnSetTensor4dDescriptor(out, CUDNN_TENSOR_NCHW, type, int(s.N), int(s.K), int(s.P()), int(s.Q())));
-    CUDNN_OR_FAIL(cudnnSetFilter4dDescriptor(weight, type, CUDNN_TENSOR_NCHW, int(s.K), int(s.C), int(s.R), int(s.S)));
-    CUDNN_OR_FAIL(cudnnSetConvolution2dDescriptor(conv, int(s.pad), int(s.pad), 1, 1, 1, 1, CUDNN_CROSS_CORRELATION,
-                                                  CUDNN_DATA_FLOAT));
-  }
-  ~Descriptors() {
-    cudnnDestroyTensorDescriptor(input);
-    cudnnDestroyTensorDescriptor(out);
-    cudnnDestroyFilterDescriptor(weight);
-    cudnnDestroyConvolutionDescriptor(conv);
-  }
-  Descriptors(const Descriptors&) = delete;
-  Descriptors& operator=(const Descriptors&) = delete;
+  sg::cuda::TensorDescriptor input, out;
+  sg::cuda::FilterDescriptor weight;
+  sg::cuda::ConvolutionDescriptor conv;
+  Descriptors(const sg::Shape& input_shape, const sg::Shape& weight_shape, const sg::Shape& out_shape, int64_t pad,
+              sg::DType dtype)
+      : input(dtype, input_shape, sg::contiguous_strides(input_shape), kName),
+        out(dtype, out_shape, sg::contiguous_strides(out_shape), kName),
+        weight(dtype, weight_shape, kName),
+        conv(pad, pad, 1, 1, 1, 1, 1, CUDNN_DATA_FLOAT) {}
 };
 
 double error_against(const sg::Tensor& got, const sg::Tensor& want) {
@@ -92,9 +66,9 @@ struct Direction {
   sg::Tensor result, want;                                  // written by launch; its float64 answer, rounded
 };
 
-void measure(Direction& direction, cudnnConvolutionDescriptor_t conv, const sg::Tensor& space) {
+void measure(Direction& direction, const sg::cuda::ConvolutionDescriptor& conv, const sg::Tensor& space) {
   for (const cudnnMathType_t math : {CUDNN_DEFAULT_MATH, CUDNN_TENSOR_OP_MATH, CUDNN_FMA_MATH}) {
-    CUDNN_OR_FAIL(cudnnSetConvolutionMathType(conv, math));
+    SG_CUDNN_CHECK(cudnnSetConvolutionMathType(conv.get(), math));
     std::printf("  %s, math %s; heuristics: %s\n", direction.name, math_name(math), direction.ranking().c_str());
     for (int algo = 0; algo < direction.algorithm_count; ++algo) {
       const size_t bytes = static_cast<size_t>(space.numel());
@@ -131,9 +105,10 @@ void run(const Shape& s, sg::DType dtype) {
   const sg::Tensor dw_out = sg::empty(w.sizes(), {dtype, gpu});
   const sg::Tensor space = sg::empty({int64_t{1} << 28}, {sg::DType::u8, gpu});
 
-  cudnnHandle_t handle{};
-  CUDNN_OR_FAIL(cudnnCreate(&handle));
-  const Descriptors d(s, dtype);
+  // The library's handle of this GPU, on its compute stream, where the events below are recorded.
+  const sg::cuda::CudnnHandle cudnn(gpu.index);
+  const cudnnHandle_t handle = cudnn.get();
+  const Descriptors d({s.N, s.C, s.H, s.W}, {s.K, s.C, s.R, s.S}, {s.N, s.K, s.P(), s.Q()}, s.pad, dtype);
   const float alpha = 1, beta = 0;
   const auto ranked = [](const auto* perf, int count) {
     std::string text;
@@ -148,53 +123,55 @@ void run(const Shape& s, sg::DType dtype) {
                         [&] {
                           cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
                           int count = 0;
-                          CUDNN_OR_FAIL(cudnnGetConvolutionForwardAlgorithm_v7(handle, d.input, d.weight, d.conv, d.out,
-                                                                               CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &count,
-                                                                               perf));
+                          SG_CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithm_v7(
+                              handle, d.input.get(), d.weight.get(), d.conv.get(), d.out.get(),
+                              CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &count, perf));
                           return ranked(perf, count);
                         },
                         [&](int algo, void* space_ptr, size_t bytes) {
-                          return cudnnConvolutionForward(handle, &alpha, d.input, x_gpu.raw_data(), d.weight,
-                                                         w_gpu.raw_data(), d.conv, cudnnConvolutionFwdAlgo_t(algo),
-                                                         space_ptr, bytes, &beta, d.out, y_out.raw_data());
+                          return cudnnConvolutionForward(handle, &alpha, d.input.get(), x_gpu.raw_data(),
+                                                         d.weight.get(), w_gpu.raw_data(), d.conv.get(),
+                                                         cudnnConvolutionFwdAlgo_t(algo), space_ptr, bytes, &beta,
+                                                         d.out.get(), y_out.raw_data());
                         },
                         y_out, y.detach().to(dtype)});
-  directions.push_back(
-      {"input gradient", CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT,
-       [&] {
-         cudnnConvolutionBwdDataAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
-         int count = 0;
-         CUDNN_OR_FAIL(cudnnGetConvolutionBackwardDataAlgorithm_v7(
-             handle, d.weight, d.out, d.conv, d.input, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &count, perf));
-         return ranked(perf, count);
-       },
-       [&](int algo, void* space_ptr, size_t bytes) {
-         return cudnnConvolutionBackwardData(handle, &alpha, d.weight, w_gpu.raw_data(), d.out, dy_gpu.raw_data(),
-                                             d.conv, cudnnConvolutionBwdDataAlgo_t(algo), space_ptr, bytes, &beta,
-                                             d.input, dx_out.raw_data());
-       },
-       dx_out, x.grad().to(dtype)});
-  directions.push_back(
-      {"weight gradient", CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT,
-       [&] {
-         cudnnConvolutionBwdFilterAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
-         int count = 0;
-         CUDNN_OR_FAIL(cudnnGetConvolutionBackwardFilterAlgorithm_v7(
-             handle, d.input, d.out, d.conv, d.weight, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &count, perf));
-         return ranked(perf, count);
-       },
-       [&](int algo, void* space_ptr, size_t bytes) {
-         return cudnnConvolutionBackwardFilter(handle, &alpha, d.input, x_gpu.raw_data(), d.out, dy_gpu.raw_data(),
-                                               d.conv, cudnnConvolutionBwdFilterAlgo_t(algo), space_ptr, bytes, &beta,
-                                               d.weight, dw_out.raw_data());
-       },
-       dw_out, w.grad().to(dtype)});
+  directions.push_back({"input gradient", CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT,
+                        [&] {
+                          cudnnConvolutionBwdDataAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
+                          int count = 0;
+                          SG_CUDNN_CHECK(cudnnGetConvolutionBackwardDataAlgorithm_v7(
+                              handle, d.weight.get(), d.out.get(), d.conv.get(), d.input.get(),
+                              CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &count, perf));
+                          return ranked(perf, count);
+                        },
+                        [&](int algo, void* space_ptr, size_t bytes) {
+                          return cudnnConvolutionBackwardData(handle, &alpha, d.weight.get(), w_gpu.raw_data(),
+                                                              d.out.get(), dy_gpu.raw_data(), d.conv.get(),
+                                                              cudnnConvolutionBwdDataAlgo_t(algo), space_ptr, bytes,
+                                                              &beta, d.input.get(), dx_out.raw_data());
+                        },
+                        dx_out, x.grad().to(dtype)});
+  directions.push_back({"weight gradient", CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT,
+                        [&] {
+                          cudnnConvolutionBwdFilterAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
+                          int count = 0;
+                          SG_CUDNN_CHECK(cudnnGetConvolutionBackwardFilterAlgorithm_v7(
+                              handle, d.input.get(), d.out.get(), d.conv.get(), d.weight.get(),
+                              CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &count, perf));
+                          return ranked(perf, count);
+                        },
+                        [&](int algo, void* space_ptr, size_t bytes) {
+                          return cudnnConvolutionBackwardFilter(handle, &alpha, d.input.get(), x_gpu.raw_data(),
+                                                                d.out.get(), dy_gpu.raw_data(), d.conv.get(),
+                                                                cudnnConvolutionBwdFilterAlgo_t(algo), space_ptr, bytes,
+                                                                &beta, d.weight.get(), dw_out.raw_data());
+                        },
+                        dw_out, w.grad().to(dtype)});
 
   std::printf("%s: input [%lld, %lld, %lld, %lld], weight [%lld, %lld, %lld, %lld], padding %lld\n",
               sg::dtype_name(dtype), (long long)s.N, (long long)s.C, (long long)s.H, (long long)s.W, (long long)s.K,
               (long long)s.C, (long long)s.R, (long long)s.S, (long long)s.pad);
   for (Direction& direction : directions) measure(direction, d.conv, space);
-  cudnnDestroy(handle);
 }
 
 }  // namespace

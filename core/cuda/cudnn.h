@@ -1,7 +1,8 @@
 #pragma once
 // defines: cuda::CudnnHandle, SG_CUDNN_CHECK, cudnn_data_type and RAII descriptors (tensor,
 //          filter, convolution) — what the cuDNN convolutions (core/cuda/conv.cpp) and batch
-//          norm (core/cuda/batch_norm.cpp) share. Included by core/cuda/ sources only.
+//          norm (core/cuda/batch_norm.cpp) share. Included by core/cuda/ sources and by
+//          bench/cudnn_algorithms.cpp, which calls cuDNN the way the library does.
 //
 // cuDNN 9 still carries the legacy API (cudnnConvolutionForward, cudnnBatchNormalization*)
 // beside its graph API; it is marked deprecated but warns only under CUDNN_WARN_DEPRECATED.
