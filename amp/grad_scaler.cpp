@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "autograd/grad_mode.h"
+#include "autograd/node.h"
 #include "autograd/ops_pointwise.h"
 #include "core/factory.h"
 #include "core/kernels/amp.h"
@@ -68,6 +69,20 @@ Tensor GradScaler::scale(const Tensor& loss) const {
   return loss * full({}, scale_, {DType::f32, loss.device()});
 }
 
+// A gradient that holds only this rank's part of its value (ZeRO-2) can be finite here and not on
+// its owner: each rank deciding alone could then skip a step the others take, and the ranks would
+// part ways for good. Checked before any gradient is touched.
+void GradScaler::refuse_partial_gradients(const TensorList& params) {
+  for (size_t index = 0; index < params.size(); ++index) {
+    const autograd::AutogradMeta* meta = autograd::meta_of(params[index]);
+    SG_CHECK(meta == nullptr || meta->partial_grad_reason.empty() || !params[index].grad().defined(),
+             "GradScaler::unscale_: parameter ", index, " of shape ", shape_str(params[index].sizes()),
+             " holds only part of its gradient (", meta->partial_grad_reason, "), so whether it is finite can "
+             "differ from rank to rank, and the ranks would disagree on skipping the step. Give the scaler an "
+             "agreement (GradScalerOptions::agree_across_ranks), or train through the Accelerator, which does");
+  }
+}
+
 void GradScaler::unscale_(optim::Optimizer& optimizer) {
   if (!options_.enabled) return;
   OptimizerRecord& record = records_[&optimizer];
@@ -87,6 +102,7 @@ void GradScaler::unscale_(optim::Optimizer& optimizer) {
     return flags.emplace_back(zeros({1}, {DType::f32, device}));
   };
   const TensorList params = optimizer.all_params();
+  if (!options_.agree_across_ranks) refuse_partial_gradients(params);
   TensorList checked;
   for (size_t index = 0; index < params.size(); ++index) {
     const Tensor& param = params[index];

@@ -111,6 +111,7 @@ public:
   void load_state_dict(const GradScalerState& state);  // throws on invalid factors or scale
 
 private:
+  void refuse_partial_gradients(const TensorList& params);
   enum class Stage { ready, unscaled, stepped };
   struct OptimizerRecord {
     Stage stage = Stage::ready;

@@ -79,6 +79,10 @@ struct AutogradMeta final : AutogradMetaInterface {
   std::weak_ptr<Node> grad_accumulator;  // leaves: their AccumulateGrad, created on demand
   std::vector<TensorHook> hooks;         // leaves: run on the gradient before accumulation
   std::vector<std::function<void(Tensor&)>> post_accumulate_hooks;
+  // Not empty while .grad holds only this process's part of the gradient, not its whole value
+  // (ZeRO-2 averages each gradient on the rank that owns it only): why, and what to use instead,
+  // for those that refuse to read it as the whole gradient (optim::clip_grad_norm_).
+  std::string partial_grad_reason;
 };
 
 // The AutogradMeta of `t`, created if absent; meta_of returns null instead of creating.

@@ -41,10 +41,18 @@
 #include "autograd/anomaly_mode.h"
 #include "autograd/engine.h"
 #include "autograd/grad_mode.h"
+#include "autograd/node.h"
 #include "core/factory.h"
 #include "core/profiler.h"
 
 namespace sg::dist {
+
+namespace {
+// AutogradMeta::partial_grad_reason of a gradient the communication hook left unaveraged.
+constexpr const char* kLeftUnaveraged =
+    "DDP's communication hook left this rank's own sum in it, unaveraged; the average went to the rank that owns "
+    "the parameter (ZeroRedundancyOptimizer's gradient sharding, ZeRO-2)";
+}  // namespace
 
 std::vector<std::vector<size_t>> assign_buckets(const TensorList& params, size_t cap_bytes) {
   constexpr size_t kFirstBucketBytes = size_t(1) << 20;
@@ -136,6 +144,8 @@ void Reducer::prepare_for_backward(bool sync) {
   next_bucket_to_launch_ = 0;
   nonfinite_before_average_.clear();
   std::fill(ready_.begin(), ready_.end(), false);
+  for (const Tensor& param : params_)
+    if (auto* meta = autograd::meta_of(param)) meta->partial_grad_reason.clear();
   for (Bucket& bucket : buckets_) {
     bucket.pending = bucket.params.size();
     bucket.work = nullptr;
@@ -212,8 +222,12 @@ WorkPtr Reducer::run_comm_hook(size_t b) {
   SG_CHECK(work != nullptr, "DistributedDataParallel (rank ", group_.rank(), "): the communication hook returned no ",
            "Work for bucket ", b, " (", bucket.buffer.numel(), " gradient values); it must return the Work whose ",
            "wait() leaves their average in bucket.buffer()");
-  for (size_t slot = 0; slot < bucket.params.size(); ++slot)
-    averaged_by_hook_[bucket.params[slot]] = grad_bucket.is_averaged(slot);
+  for (size_t slot = 0; slot < bucket.params.size(); ++slot) {
+    const size_t p = bucket.params[slot];
+    averaged_by_hook_[p] = grad_bucket.is_averaged(slot);
+    if (!averaged_by_hook_[p])
+      autograd::ensure_meta(params_[p]).partial_grad_reason = kLeftUnaveraged;
+  }
   return work;
 }
 

@@ -15,7 +15,8 @@
 //                     bytes per step both runs' gradients sent through Gloo's TCP (none through
 //                     shared memory: run with SG_SHM_ALLREDUCE=0 to count them).
 //   stage2_accelerator  the Accelerator with zero_shard_gradients: its clip, its found-inf
-//                     agreement, and its refusals (a plain optimizer; an optimizer before the model)
+//                     agreement, and its refusals (a plain optimizer; an optimizer before the model);
+//                     optim::clip_grad_norm_ and a GradScaler deciding alone refuse the gradients
 //   stage2_found_inf  3 ranks, f16 under the Accelerator with zero_shard_gradients: an inf in
 //                     rank 1's gradient of a parameter rank 0 owns; every rank skips that step
 // Exit codes: 0 all checks passed, 1 a result was wrong (printed), 3 an sg::Error (printed).
@@ -273,6 +274,13 @@ void stage2_accelerator() {
     for (const Tensor& p : params) grads.push_back(p.grad());
     expect(!accelerator.gradients_averaged_by_ddp(grads),
            "the accelerator does not take every gradient for an average");
+    // Each rank holds some parameters it does not own; what would read their local sums as the
+    // whole gradient refuses, before it changes any gradient.
+    expect(refuses([&] { optim::clip_grad_norm_(params, 0.5); }, "Clip with ZeroRedundancyOptimizer::clip_grad_norm_"),
+           "optim::clip_grad_norm_ refuses gradients left unaveraged");
+    amp::GradScaler deciding_alone;
+    expect(refuses([&] { deciding_alone.unscale_(zero); }, "GradScalerOptions::agree_across_ranks"),
+           "a GradScaler with no agreement across ranks refuses them");
     const double norm = accelerator.clip_grad_norm_(params, 0.5);
     Tensor every_rank = full({1}, norm, {DType::f64});
     dist::all_reduce(every_rank, dist::ReduceOp::MAX);

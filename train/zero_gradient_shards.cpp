@@ -15,8 +15,10 @@
 //      of the gradients rank r owns, where their .grad reads it.
 // The other slices of the bucket keep this rank's own, unaveraged sum: never read by the step
 // (which hides them, as ZeRO-1 does), and marked with GradBucket::leave_unaveraged, so that DDP's
-// Reducer::holds_average answers false for them. What follows from that, consumer by consumer:
-//   - clipping: optim::clip_grad_norm_ would mix averages and local sums, so clip with
+// Reducer::holds_average answers false for them; the Reducer also marks their parameters
+// (AutogradMeta::partial_grad_reason) until the next forward, so that what would read them as
+// whole gradients refuses with a clear error. What follows from that, consumer by consumer:
+//   - clipping: optim::clip_grad_norm_ would mix averages and local sums, and refuses; clip with
 //     ZeroRedundancyOptimizer::clip_grad_norm_ (each rank's owned squared norm, summed over the
 //     ranks in one all-reduce: the plain run's global norm). Accelerator::clip_grad_norm_ does so.
 //   - the f16 loss scaler: an inf in a gradient another rank owns reaches its owner's average but
@@ -24,8 +26,9 @@
 //     Accelerator's agreement all-reduces found_inf on every step (holds_average, which differs
 //     from rank to rank here, is not asked). A GradScaler used without an agreement
 //     (GradScalerOptions::agree_across_ranks) would let the ranks disagree on skipping a step, and
-//     the ranks that step would wait in the parameters' all-gather for those that skipped: pair
-//     stage 2 with the Accelerator, or give the scaler an agreement.
+//     the ranks that step would wait in the parameters' all-gather for those that skipped: such a
+//     scaler refuses the marked gradients. Pair stage 2 with the Accelerator, or give the scaler
+//     an agreement.
 //   - finding the rank an overflow came from: the check runs before the hook, on local gradients,
 //     as before.
 //   - gradient accumulation with no_sync: the hook runs only on the synchronised backward, on the
