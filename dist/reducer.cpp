@@ -225,8 +225,7 @@ WorkPtr Reducer::run_comm_hook(size_t b) {
   for (size_t slot = 0; slot < bucket.params.size(); ++slot) {
     const size_t p = bucket.params[slot];
     averaged_by_hook_[p] = grad_bucket.is_averaged(slot);
-    if (!averaged_by_hook_[p])
-      autograd::ensure_meta(params_[p]).partial_grad_reason = kLeftUnaveraged;
+    if (!averaged_by_hook_[p]) autograd::ensure_meta(params_[p]).partial_grad_reason = kLeftUnaveraged;
   }
   return work;
 }

@@ -47,9 +47,10 @@
 //
 // Counters are 32-bit atomics in the shared header, written with release and read with acquire.
 // A waiting rank sleeps on the counter with futex (the cross-process kind), after a short spin
-// where the cores allow one (Note [Spin only beside a spare core]), woken by the writer; every 100 ms it checks the peer it waits for is still alive (same machine,
-// same pid namespace: connect() checks both) and it gives up at the timeout. The segments have no
-// names, so that nothing outlives the job (Note [Segments with no name]).
+// where the cores allow one (Note [Spin only beside a spare core]), woken by the writer; every
+// 100 ms it checks the peer it waits for is still alive (same machine, same pid namespace:
+// connect() checks both) and it gives up at the timeout. The segments have no names, so that
+// nothing outlives the job (Note [Segments with no name]).
 //
 // Note [Segments with no name]
 // A segment must not outlive its job, however a rank ends: a SIGTERM from sgrun or a scheduler

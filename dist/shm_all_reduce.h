@@ -134,8 +134,8 @@ private:
 
   int rank_, size_;
   std::chrono::microseconds spin_{0};  // how long a waiter spins before it sleeps
-  std::vector<int> group_ranks_;  // each member's rank in the process group, for the errors
-  std::vector<void*> segments_;   // every rank's segment, mapped here; ours is segments_[rank_]
+  std::vector<int> group_ranks_;       // each member's rank in the process group, for the errors
+  std::vector<void*> segments_;        // every rank's segment, mapped here; ours is segments_[rank_]
   std::vector<pid_t> pids_;
   uint32_t round_ = 0;  // rounds (chunks) done, the same count on every rank
   std::string key_prefix_;

@@ -86,9 +86,9 @@ TEST_CASE("shared-memory all-reduce: 3 ranks, several rounds, an odd count, ever
 
 TEST_CASE("shared-memory all-reduce: a waiter spins only when the cores leave one free for it") {
   CHECK_FALSE(waiting_may_spin(/*usable_cores=*/2, /*ranks=*/2, /*threads_per_rank=*/1));  // sgrun's split of 2 cores
-  CHECK_FALSE(waiting_may_spin(2, 2, 2));                                              // oversubscribed
-  CHECK_FALSE(waiting_may_spin(16, 2, 8));                                             // 16 cores, all computing
-  CHECK(waiting_may_spin(4, 2, 1));                                                    // a core for each waiter
+  CHECK_FALSE(waiting_may_spin(2, 2, 2));                                                  // oversubscribed
+  CHECK_FALSE(waiting_may_spin(16, 2, 8));                                                 // 16 cores, all computing
+  CHECK(waiting_may_spin(4, 2, 1));                                                        // a core for each waiter
   CHECK(waiting_may_spin(16, 2, 7));
 }
 
