@@ -2,7 +2,6 @@
 
 #include <fcntl.h>
 #include <linux/futex.h>
-#include <sched.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -21,7 +20,6 @@
 #include <thread>
 
 #include "core/error.h"
-#include "core/parallel.h"
 #include "dist/environment.h"
 #include "dist/tcp_store.h"
 
@@ -46,11 +44,10 @@
 // everybody has copied out of it.
 //
 // Counters are 32-bit atomics in the shared header, written with release and read with acquire.
-// A waiting rank sleeps on the counter with futex (the cross-process kind), after a short spin
-// where the cores allow one (Note [Spin only beside a spare core]), woken by the writer; every
-// 100 ms it checks the peer it waits for is still alive (same machine, same pid namespace:
-// connect() checks both) and it gives up at the timeout. The segments have no names, so that
-// nothing outlives the job (Note [Segments with no name]).
+// A waiting rank spins a little, then sleeps on the counter with futex (the cross-process kind),
+// woken by the writer; every 100 ms it checks the peer it waits for is still alive (same machine,
+// same pid namespace: connect() checks both) and it gives up at the timeout. The segments have no
+// names, so that nothing outlives the job (Note [Segments with no name]).
 //
 // Note [Segments with no name]
 // A segment must not outlive its job, however a rank ends: a SIGTERM from sgrun or a scheduler
@@ -212,31 +209,7 @@ ino_t namespace_of(const char* kind) {
   return ::stat((std::string("/proc/self/ns/") + kind).c_str(), &namespace_file) == 0 ? namespace_file.st_ino : 0;
 }
 
-// The CPUs this process may run on (taskset, a container's cpuset), which can be fewer than the
-// machine has.
-int usable_cores() {
-  cpu_set_t cpus;
-  CPU_ZERO(&cpus);
-  if (::sched_getaffinity(0, sizeof cpus, &cpus) != 0) return static_cast<int>(std::thread::hardware_concurrency());
-  return CPU_COUNT(&cpus);
-}
-
 }  // namespace
-
-// Note [Spin only beside a spare core]
-// A rank that reaches a meeting point before its peers can sleep on the futex at once or spin a
-// while first. A peer a few microseconds behind is cheaper to spin for than to sleep for: a futex
-// wake-up costs tens of microseconds. But a spinning thread holds a core. When the ranks' compute
-// threads already fill every core (the usual case: sgrun gives each rank its share of the cores
-// as OMP_NUM_THREADS), the spinning communication thread takes the core from a compute thread,
-// its own rank's or the very peer's it waits for. On 2 vCPUs with 2 ranks x 1 thread, DDP's
-// ResNet34 step (four buckets, ten meeting points) ran 1.2% faster with no spin than with 300
-// microseconds of it (docs/performance.md, "Data-parallel training"). So the waiter spins only
-// when the cores this process may use hold every rank's OpenMP threads (counted when the group
-// is made) and one waiting thread besides; otherwise it sleeps at once.
-bool waiting_may_spin(int usable_cores, int ranks, int threads_per_rank) {
-  return usable_cores >= ranks * (threads_per_rank + 1);
-}
 
 std::string machine_identity() {
   std::ifstream boot("/proc/sys/kernel/random/boot_id");
@@ -260,8 +233,6 @@ std::unique_ptr<SharedMemoryAllReduce> SharedMemoryAllReduce::connect(TcpStore& 
   const uint64_t group = std::stoull(text_of(store.get(key_prefix + "group")));
   const std::string identity = machine_identity();
   std::unique_ptr<SharedMemoryAllReduce> self(new SharedMemoryAllReduce(rank, size, group_ranks));
-  // Note [Spin only beside a spare core]
-  if (waiting_may_spin(usable_cores(), size, get_num_threads())) self->spin_ = std::chrono::microseconds(300);
   self->segments_.assign(static_cast<size_t>(size), nullptr);
   self->pids_.assign(static_cast<size_t>(size), 0);
   const auto publish = [&](const std::string& key, const std::string& answer) {
@@ -334,7 +305,15 @@ char* SharedMemoryAllReduce::output(int r, uint32_t round) const { return input(
 void SharedMemoryAllReduce::wait_for(int r, Stage stage, uint32_t round,
                                      std::chrono::steady_clock::time_point deadline) const {
   std::atomic<uint32_t>& counter = counter_of(r, stage);
-  const auto spin_until = std::chrono::steady_clock::now() + spin_;
+  // Note [A short spin before the sleep]
+  // A peer a few microseconds behind is cheaper to spin for than to sleep for: a futex wake-up
+  // costs tens of microseconds. But a spinning thread holds a core, and when the ranks' compute
+  // threads fill every core (the usual case: sgrun gives each rank its share of the cores), it
+  // takes the core from a compute thread, its own rank's or the very peer's it waits for. On 2
+  // vCPUs with 2 ranks x 1 thread (docs/performance.md, "Data-parallel training"), DDP's ResNet34
+  // step, with ten meeting points, ran 1.3% faster spinning 50 or 0 microseconds than 300; the
+  // CNN's, with three, was level at 50 and 300, and now and then 10% slower with no spin at all.
+  const auto spin_until = std::chrono::steady_clock::now() + std::chrono::microseconds(50);
   while (std::chrono::steady_clock::now() < spin_until)
     if (reached(counter.load(std::memory_order_acquire), round)) return;
   auto next_look = std::chrono::steady_clock::now() + std::chrono::milliseconds(100);

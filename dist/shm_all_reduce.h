@@ -24,11 +24,6 @@ class TcpStore;
 // of a test are namespaces, scripts/multinode-test.sh), then SG_MACHINE_LABEL when it is set.
 std::string machine_identity();
 
-// Whether a rank that reaches a meeting point first should spin for the others a while before it
-// sleeps (Note [Spin only beside a spare core] in dist/shm_all_reduce.cpp): only when the cores
-// this process may run on hold every rank's compute threads and one waiting thread besides.
-bool waiting_may_spin(int usable_cores, int ranks, int threads_per_rank);
-
 class SharedMemoryAllReduce {
 public:
   // c[i] = a[i] (op) b[i] over n elements (ProcessGroupGloo's reduce functions).
@@ -133,9 +128,8 @@ private:
   int group_rank(int r) const { return group_ranks_[static_cast<size_t>(r)]; }
 
   int rank_, size_;
-  std::chrono::microseconds spin_{0};  // how long a waiter spins before it sleeps
-  std::vector<int> group_ranks_;       // each member's rank in the process group, for the errors
-  std::vector<void*> segments_;        // every rank's segment, mapped here; ours is segments_[rank_]
+  std::vector<int> group_ranks_;  // each member's rank in the process group, for the errors
+  std::vector<void*> segments_;   // every rank's segment, mapped here; ours is segments_[rank_]
   std::vector<pid_t> pids_;
   uint32_t round_ = 0;  // rounds (chunks) done, the same count on every rank
   std::string key_prefix_;

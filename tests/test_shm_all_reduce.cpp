@@ -84,14 +84,6 @@ TEST_CASE("shared-memory all-reduce: 3 ranks, several rounds, an odd count, ever
   CHECK(std::memcmp(results[0].data(), results[2].data(), n * sizeof(float)) == 0);
 }
 
-TEST_CASE("shared-memory all-reduce: a waiter spins only when the cores leave one free for it") {
-  CHECK_FALSE(waiting_may_spin(/*usable_cores=*/2, /*ranks=*/2, /*threads_per_rank=*/1));  // sgrun's split of 2 cores
-  CHECK_FALSE(waiting_may_spin(2, 2, 2));                                                  // oversubscribed
-  CHECK_FALSE(waiting_may_spin(16, 2, 8));                                                 // 16 cores, all computing
-  CHECK(waiting_may_spin(4, 2, 1));                                                        // a core for each waiter
-  CHECK(waiting_may_spin(16, 2, 7));
-}
-
 TEST_CASE("shared-memory broadcast: the root's bits reach every rank, over several rounds between all-reduces") {
   constexpr int kRanks = 3, kRoot = 1;
   const size_t n = SharedMemoryAllReduce::kChunkBytes / sizeof(float) + 777;  // a full round and a short one
