@@ -6,6 +6,8 @@
 
 #include <oneapi/dnnl/dnnl.h>  // declares: dnnl_sgemm, dnnl_version
 
+#include <algorithm>
+#include <cctype>
 #include <cstdlib>
 #include <mutex>
 
@@ -49,6 +51,12 @@ struct LoadedBlas {
   std::string description;
 };
 
+// OpenBLAS reads OPENBLAS_CORETYPE whatever its case.
+bool same_core(const std::string& a, const std::string& b) {
+  return std::equal(a.begin(), a.end(), b.begin(), b.end(),
+                    [](unsigned char x, unsigned char y) { return std::tolower(x) == std::tolower(y); });
+}
+
 // "oneDNN 3.0.0 sgemm (...)": the f32 half of the description, when oneDNN runs it.
 std::string onednn_description() {
   const dnnl_version_t* version = dnnl_version();
@@ -67,6 +75,10 @@ LoadedBlas load_blas() {
   std::string how = "OpenBLAS's own choice";
   if (const char* user_core = std::getenv("OPENBLAS_CORETYPE")) {
     how = std::string("OPENBLAS_CORETYPE=") + user_core + " set by the user";
+    // A setting copied from another machine silently halves the speed of every OpenBLAS product
+    // on a wider CPU (Haswell's kernels on an AVX-512 one): say so where the choice is printed.
+    if (const std::string best = openblas_core_for(cpu_features()); !best.empty() && !same_core(best, user_core))
+      how += "; this CPU could run the faster " + best + " core";
   } else if (const std::string core = openblas_core_for(cpu_features()); !core.empty()) {
     // Set for the load below, then removed again: the variable is ours to pass, not to leak
     // into the programs this process may start.
