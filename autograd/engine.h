@@ -21,4 +21,10 @@ void run_nested_backward(const Tensor& root, const Tensor& gradient);
 // averaged gradients into .grad" step here from inside a gradient hook. Throws outside backward.
 void queue_callback(std::function<void()> callback);
 
+// The tensor a backward function writes its gradient for input `input` of its node into, when it
+// allocates one (shape and dtype/device of `like`): a new one, or, where that input is a leaf whose
+// gradient has a home and nothing has reached it yet, the home itself (Note [A gradient written
+// where it lands] in autograd/engine.cpp). Outside a backward pass: a new one.
+Tensor gradient_output(size_t input, const Shape& shape, const Tensor& like);
+
 }  // namespace sg::autograd

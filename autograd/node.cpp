@@ -49,7 +49,9 @@ TensorList AccumulateGrad::apply(Tensor grad_output) {
   SG_CHECK(grad.sizes() == leaf.sizes(), "AccumulateGrad: gradient of shape ", shape_str(grad.sizes()),
            " does not match the leaf's shape ", shape_str(leaf.sizes()));
   NoGradGuard no_grad;
-  if (!meta.grad.defined()) {
+  if (!meta.grad.defined() && grad.is_same(meta.grad_home)) {
+    meta.grad = grad;  // written where it lands (Note [A gradient written where it lands])
+  } else if (!meta.grad.defined()) {
     // Steal a freshly computed gradient that nobody else references; otherwise copy it, so two
     // leaves never share one .grad that later accumulation would write through.
     const bool exclusive = grad.impl_ptr().use_count() == 1 && grad.storage().use_count() == 1 &&
@@ -60,6 +62,11 @@ TensorList AccumulateGrad::apply(Tensor grad_output) {
   }
   for (const auto& hook : meta.post_accumulate_hooks) hook(leaf);
   return {};
+}
+
+Tensor AccumulateGrad::vacant_grad_home() const {
+  const AutogradMeta* meta = meta_of(Tensor(leaf_));
+  return meta == nullptr || meta->grad.defined() ? Tensor() : meta->grad_home;
 }
 
 AutogradMeta* meta_of(const Tensor& t) { return static_cast<AutogradMeta*>(t.impl()->autograd_meta.get()); }

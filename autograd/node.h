@@ -63,6 +63,9 @@ class AccumulateGrad final : public Node {
 public:
   explicit AccumulateGrad(std::shared_ptr<TensorImpl> leaf);
   TensorList apply(Tensor grad_output) override;
+  // The leaf's grad_home while its .grad is undefined (Note [A gradient written where it lands]
+  // in autograd/engine.cpp); undefined otherwise.
+  Tensor vacant_grad_home() const;
   void release() override {}  // holds nothing a second backward could miss
   bool is_sink() const override { return true; }
 
@@ -79,6 +82,10 @@ struct AutogradMeta final : AutogradMetaInterface {
   std::weak_ptr<Node> grad_accumulator;  // leaves: their AccumulateGrad, created on demand
   std::vector<TensorHook> hooks;         // leaves: run on the gradient before accumulation
   std::vector<std::function<void(Tensor&)>> post_accumulate_hooks;
+  // Leaves: where the gradient should land when .grad is undefined (DDP's bucket slot), so that a
+  // backward function writes it there instead of into a tensor of its own (Note [A gradient
+  // written where it lands] in autograd/engine.cpp). Undefined: nowhere in particular.
+  Tensor grad_home;
   // Not empty while .grad holds only this process's part of the gradient, not its whole value
   // (ZeRO-2 averages each gradient on the rank that owns it only): why, and what to use instead,
   // for those that refuse to read it as the whole gradient (optim::clip_grad_norm_).

@@ -4,6 +4,7 @@
 #include "autograd/ops_conv.h"
 
 #include "autograd/autocast_policy.h"
+#include "autograd/engine.h"
 #include "autograd/function.h"
 #include "autograd/ops_reduce.h"
 #include "autograd/ops_shape.h"
@@ -116,7 +117,8 @@ Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, Siz
                     kernels::conv2d_grad_input(grad_input, g, sw.get(), params);
                   }
                   if (needs[1]) {
-                    grad_weight = empty_like_shape(weight_shape, g);
+                    // Straight into DDP's bucket where it can (Note [A gradient written where it lands]).
+                    grad_weight = autograd::gradient_output(1, weight_shape, g);
                     kernels::conv2d_grad_weight(grad_weight, g, si.get(), params);
                   }
                   if (needs[2]) grad_bias = sum(g, {0, 2, 3});

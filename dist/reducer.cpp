@@ -14,10 +14,13 @@
 // .grad is when backward reaches the parameter:
 //   - the bucket view (after zero_grad(set_to_none = false), or while gradients accumulate): the
 //     autograd engine adds the new gradient into .grad in place, that is into the bucket: no copy;
-//   - undefined (after zero_grad(), whose set_to_none is true by default, as in PyTorch): the
-//     engine adopts the freshly computed gradient as .grad; the hook copies it into the bucket
-//     once and points .grad back at the view, as PyTorch does (zeroing the view and adding into
-//     it instead would cost at least as much as the copy);
+//   - undefined (after zero_grad(), whose set_to_none is true by default, as in PyTorch): a
+//     backward function that asks (conv2d's weight) writes the gradient straight into the view,
+//     each parameter's grad_home (Note [A gradient written where it lands] in
+//     autograd/engine.cpp), and .grad is the view already. Otherwise the engine adopts the freshly
+//     computed gradient as .grad; the hook copies it into the bucket once and points .grad back at
+//     the view, as PyTorch does (zeroing the view and adding into it instead would cost at least
+//     as much as the copy);
 //   - another tensor (given with set_grad): copied and re-pointed the same way.
 // Optimizers, clip_grad_norm_, the loss scaler and Module::load_state_dict write into .grad (or
 // the parameter) in place and never replace it, so .grad stays a view between steps.
@@ -111,12 +114,23 @@ Reducer::Reducer(TensorList params, std::vector<std::string> names, ProcessGroup
     if (params_[p].grad().defined()) point_grad_at_bucket(p);
 }
 
+Reducer::~Reducer() {
+  for (size_t p = 0; p < params_.size(); ++p) {
+    autograd::AutogradMeta* meta = autograd::meta_of(params_[p]);
+    if (meta == nullptr) continue;
+    if (meta->grad_home.is_same(buckets_[bucket_of_[p]].views[slot_of_[p]])) meta->grad_home = Tensor();
+    meta->partial_grad_reason.clear();
+  }
+}
+
 void Reducer::install_hooks() {
   std::weak_ptr<Reducer> weak = weak_from_this();
-  for (size_t p = 0; p < params_.size(); ++p)
+  for (size_t p = 0; p < params_.size(); ++p) {
     params_[p].register_post_accumulate_grad_hook([weak, p](Tensor&) {
       if (auto reducer = weak.lock()) reducer->mark_ready(p);  // a dead DDP leaves grads alone
     });
+    autograd::ensure_meta(params_[p]).grad_home = buckets_[bucket_of_[p]].views[slot_of_[p]];
+  }
 }
 
 void Reducer::set_observer(std::shared_ptr<ReducerObserver> observer) {

@@ -57,6 +57,11 @@ public:
   // there. Call install_hooks() once the reducer is owned by a shared_ptr.
   Reducer(TensorList params, std::vector<std::string> names, ProcessGroup& group, size_t bucket_cap_bytes,
           bool find_unused_parameters);
+  // Gives the parameters back their plain gradients: no bucket to land in, no partial mark.
+  ~Reducer();
+  // The post-accumulate hooks that mark each gradient ready, and each parameter's bucket slot as
+  // the home its gradient is written into (Note [A gradient written where it lands] in
+  // autograd/engine.cpp).
   void install_hooks();
   void set_observer(std::shared_ptr<ReducerObserver> observer);
   // Note [Communication hooks] in dist/reducer.cpp: from the next synchronised backward on, each

@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "autograd/checkpoint.h"
 #include "autograd/custom_function.h"
 #include "autograd/engine.h"
 #include "autograd/function.h"
@@ -330,4 +331,87 @@ TEST_CASE("a custom Function whose backward returns a wrong count or shape names
                        doctest::Contains("DoublerBackward: backward returned a gradient of shape [] for argument 0 "
                                          "of shape [2]"),
                        Error);
+}
+
+// Note [A gradient written where it lands] (autograd/engine.cpp): a leaf's grad_home, as DDP sets
+// it to the leaf's slot in a bucket. The slot sits inside a larger buffer, whose other values the
+// backward must leave alone.
+namespace {
+
+struct HomedWeight {
+  Tensor buffer = test::rand_input({3 + 4 * 2 * 3 * 3 + 5}).detach().to(DType::f32);
+  Tensor home = buffer.narrow(0, 3, 4 * 2 * 3 * 3).view({4, 2, 3, 3});
+  Tensor weight = test::rand_input({4, 2, 3, 3}).detach().to(DType::f32).requires_grad_();
+  HomedWeight() { autograd::ensure_meta(weight).grad_home = home; }
+};
+
+// conv2d(input, weight) summed with fixed random weights, so every gradient element differs.
+Tensor conv_loss(const Tensor& input, const Tensor& weight) {
+  const Tensor out = conv2d(input, weight, Tensor(), 1, 1);
+  Generator generator(7);
+  return (out * randn(out.sizes(), {}, &generator)).sum();
+}
+
+}  // namespace
+
+TEST_CASE("a conv2d weight's gradient is written straight into its home, and nothing else of the buffer") {
+  HomedWeight homed;
+  const Tensor input = test::rand_input({2, 2, 5, 6}).detach().to(DType::f32);
+  const Tensor plain = homed.weight.detach().clone().requires_grad_();
+  conv_loss(input, plain).backward();
+  const std::vector<double> buffer_before = test::values(homed.buffer);
+  conv_loss(input, homed.weight).backward();
+  CHECK(homed.weight.grad().is_same(homed.home));
+  CHECK(test::values(homed.weight.grad()) == test::values(plain.grad()));
+  const std::vector<double> buffer_after = test::values(homed.buffer);
+  for (size_t i : {size_t{0}, size_t{1}, size_t{2}, buffer_after.size() - 1})
+    CHECK(buffer_after[i] == buffer_before[i]);
+}
+
+TEST_CASE("a homed weight used twice gets the sum of both uses, and one that holds a gradient accumulates") {
+  HomedWeight homed;
+  const Tensor a = test::rand_input({2, 2, 5, 6}).detach().to(DType::f32);
+  const Tensor b = test::rand_input({1, 2, 4, 4}).detach().to(DType::f32);
+  const Tensor plain = homed.weight.detach().clone().requires_grad_();
+  (conv_loss(a, plain) + conv_loss(b, plain)).backward();
+  (conv_loss(a, homed.weight) + conv_loss(b, homed.weight)).backward();
+  CHECK(test::values(homed.weight.grad()) == test::values(plain.grad()));
+
+  // A second backward adds into the gradient held, wherever it is; the home is not written again.
+  const std::vector<double> home_before = test::values(homed.home);
+  const bool held_in_home = homed.weight.grad().is_same(homed.home);
+  (conv_loss(a, plain) + conv_loss(b, plain)).backward();
+  (conv_loss(a, homed.weight) + conv_loss(b, homed.weight)).backward();
+  CHECK(test::max_abs_diff(homed.weight.grad(), plain.grad()) < 1e-5);
+  if (!held_in_home) CHECK(test::values(homed.home) == home_before);
+}
+
+TEST_CASE("a homed weight used inside and outside a checkpointed segment gets the sum of both uses") {
+  HomedWeight homed;
+  const Tensor a = test::rand_input({2, 2, 5, 6}).detach().to(DType::f32).requires_grad_();
+  const Tensor b = test::rand_input({1, 2, 4, 4}).detach().to(DType::f32);
+  const Tensor plain = homed.weight.detach().clone().requires_grad_();
+  const auto loss_of = [&](const Tensor& weight) {
+    // The segment's input needs a gradient, so its backward (a nested pass) runs after the outer
+    // use's, which reaches the weight first.
+    const Tensor inside = autograd::checkpoint([&](const Tensor& x) { return conv_loss(x, weight); }, a * 2.0);
+    return inside + conv_loss(b, weight);
+  };
+  loss_of(plain).backward();
+  loss_of(homed.weight).backward();
+  CHECK(test::max_abs_diff(homed.weight.grad(), plain.grad()) < 1e-5);
+}
+
+TEST_CASE("a home of another dtype or shape is not used, and outside backward gradient_output makes a new tensor") {
+  Tensor weight = test::rand_input({4, 2, 3, 3}).detach().to(DType::f32).requires_grad_();
+  const Tensor wrong_dtype = zeros({4, 2, 3, 3}, {DType::f64});
+  autograd::ensure_meta(weight).grad_home = wrong_dtype;
+  const Tensor input = test::rand_input({1, 2, 4, 4}).detach().to(DType::f32);
+  conv_loss(input, weight).backward();
+  CHECK_FALSE(weight.grad().is_same(wrong_dtype));
+  CHECK(test::values(wrong_dtype) == std::vector<double>(wrong_dtype.numel(), 0.0));
+
+  const Tensor fresh = autograd::gradient_output(1, {4, 2, 3, 3}, weight);
+  CHECK(fresh.sizes() == Shape{4, 2, 3, 3});
+  CHECK(fresh.dtype() == DType::f32);
 }
