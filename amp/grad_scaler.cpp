@@ -78,9 +78,9 @@ void GradScaler::refuse_partial_gradients(const TensorList& params) {
     SG_CHECK(meta == nullptr || meta->partial_grad_reason.empty() || !params[index].grad().defined(),
              "GradScaler::unscale_: parameter ", index, " of shape ", shape_str(params[index].sizes()),
              " holds only part of its gradient (", meta->partial_grad_reason,
-             "), so whether it is finite can "
-             "differ from rank to rank, and the ranks would disagree on skipping the step. Give the scaler an "
-             "agreement (GradScalerOptions::agree_across_ranks), or train through the Accelerator, which does");
+             "), so whether it is finite can differ from rank to rank, and the ranks would disagree on skipping "
+             "the step. Give the scaler an agreement (GradScalerOptions::agree_across_ranks), or train through the "
+             "Accelerator, which does");
   }
 }
 

@@ -79,8 +79,8 @@ void queue_callback(std::function<void()> callback) {
 // AccumulateGrad then adopts the home as .grad. A backward function asks for one input at most.
 // Whatever else happens (a second contribution, which the engine adds out of place; a leaf that
 // already holds a gradient; a hook that replaces it; another dtype or shape) takes the old path,
-// and DDP's copy into the bucket writes over what the home held. conv2d's weight gradient asks; most parameter bytes
-// of a CNN are there.
+// and DDP's copy into the bucket writes over what the home held. conv2d's weight gradient asks:
+// most parameter bytes of a CNN are there.
 
 namespace {
 
