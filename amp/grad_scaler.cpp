@@ -74,10 +74,9 @@ Tensor GradScaler::scale(const Tensor& loss) const {
 // part ways for good. Checked before any gradient is touched.
 void GradScaler::refuse_partial_gradients(const TensorList& params) {
   for (size_t index = 0; index < params.size(); ++index) {
-    const autograd::AutogradMeta* meta = autograd::meta_of(params[index]);
-    SG_CHECK(meta == nullptr || meta->partial_grad_reason.empty() || !params[index].grad().defined(),
-             "GradScaler::unscale_: parameter ", index, " of shape ", shape_str(params[index].sizes()),
-             " holds only part of its gradient (", meta->partial_grad_reason,
+    const std::string& partial = autograd::partial_grad_reason(params[index]);
+    SG_CHECK(partial.empty(), "GradScaler::unscale_: parameter ", index, " of shape ", shape_str(params[index].sizes()),
+             " holds only part of its gradient (", partial,
              "), so whether it is finite can differ from rank to rank, and the ranks would disagree on skipping "
              "the step. Give the scaler an agreement (GradScalerOptions::agree_across_ranks), or train through the "
              "Accelerator, which does");

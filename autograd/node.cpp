@@ -71,6 +71,12 @@ Tensor AccumulateGrad::vacant_grad_home() const {
 
 AutogradMeta* meta_of(const Tensor& t) { return static_cast<AutogradMeta*>(t.impl()->autograd_meta.get()); }
 
+const std::string& partial_grad_reason(const Tensor& param) {
+  static const std::string kWhole;
+  const AutogradMeta* meta = meta_of(param);
+  return meta == nullptr || !meta->grad.defined() ? kWhole : meta->partial_grad_reason;
+}
+
 AutogradMeta& ensure_meta(const Tensor& t) {
   SG_CHECK(t.defined(), "autograd: tensor is undefined");
   auto& slot = t.impl()->autograd_meta;

@@ -96,6 +96,10 @@ struct AutogradMeta final : AutogradMetaInterface {
 AutogradMeta& ensure_meta(const Tensor& t);
 AutogradMeta* meta_of(const Tensor& t);
 
+// Why `param`'s .grad holds only part of its gradient (AutogradMeta::partial_grad_reason); empty
+// when it holds the whole of it, or no gradient at all.
+const std::string& partial_grad_reason(const Tensor& param);
+
 // The node a gradient for `t` flows into: its grad_fn, its AccumulateGrad if it is a leaf that
 // requires grad, otherwise null.
 std::shared_ptr<Node> gradient_edge(const Tensor& t);

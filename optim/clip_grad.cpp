@@ -37,10 +37,9 @@ Tensor summed_norm_powers(const TensorList& grads, double norm_type) {
 double clip_grad_norm_(const TensorList& params, double max_norm, double norm_type, bool error_if_nonfinite) {
   NoGradGuard no_grad;
   for (size_t i = 0; i < params.size(); ++i) {
-    const autograd::AutogradMeta* meta = autograd::meta_of(params[i]);
-    SG_CHECK(meta == nullptr || meta->partial_grad_reason.empty() || !params[i].grad().defined(),
-             "clip_grad_norm_: parameter ", i, " of shape ", shape_str(params[i].sizes()),
-             " holds only part of its gradient (", meta->partial_grad_reason, "), so a norm taken here would mix ",
+    const std::string& partial = autograd::partial_grad_reason(params[i]);
+    SG_CHECK(partial.empty(), "clip_grad_norm_: parameter ", i, " of shape ", shape_str(params[i].sizes()),
+             " holds only part of its gradient (", partial, "), so a norm taken here would mix ",
              "averages with local sums. Clip with ZeroRedundancyOptimizer::clip_grad_norm_ or "
              "Accelerator::clip_grad_norm_, which add up each owner's share");
   }
