@@ -80,7 +80,11 @@ void queue_callback(std::function<void()> callback) {
 // Whatever else happens (a second contribution, which the engine adds out of place; a leaf that
 // already holds a gradient; a hook that replaces it; another dtype or shape) takes the old path,
 // and DDP's copy into the bucket writes over what the home held. conv2d's weight gradient asks:
-// most parameter bytes of a CNN are there.
+// most parameter bytes of a CNN are there. So does a matrix product's for its second operand. A
+// Linear multiplies by weight.t(), a view, so the leaf is one node further: the view's node
+// repeats its view on the home (Node::replay_view), the product writes into home.t(), the view's
+// backward hands back a tensor laid out on the home's bytes as the home is, and AccumulateGrad
+// adopts the home itself.
 
 namespace {
 
@@ -164,19 +168,26 @@ void backward_pass(const Tensor& root, const Tensor& gradient, bool retain_graph
 }  // namespace
 
 // Note [A gradient written where it lands]
+Tensor gradient_home(size_t input, const Shape& shape, const Tensor& like) {
+  if (running_node == nullptr || homes_handed_out == nullptr || input >= running_node->next_nodes().size()) return {};
+  const Node* next = running_node->next_nodes()[input].get();
+  if (next == nullptr) return {};
+  // Through one view op (weight.t()) to the leaf's sink: the view's backward turns the home seen
+  // through the view back into the home.
+  const bool through_view = !next->is_sink() && next->next_nodes().size() == 1;
+  const Node* sink = through_view ? next->next_nodes()[0].get() : next;
+  if (sink == nullptr || !sink->is_sink() || homes_handed_out->contains(sink)) return {};
+  Tensor home = static_cast<const AccumulateGrad*>(sink)->vacant_grad_home();
+  if (home.defined() && through_view) home = next->replay_view(home);
+  if (!home.defined() || home.sizes() != shape || home.dtype() != like.dtype() || home.device() != like.device())
+    return {};
+  homes_handed_out->insert(sink);
+  return home;
+}
+
 Tensor gradient_output(size_t input, const Shape& shape, const Tensor& like) {
-  if (running_node != nullptr && homes_handed_out != nullptr && input < running_node->next_nodes().size()) {
-    const Node* next = running_node->next_nodes()[input].get();
-    if (next != nullptr && next->is_sink() && !homes_handed_out->contains(next)) {
-      const Tensor home = static_cast<const AccumulateGrad*>(next)->vacant_grad_home();
-      if (home.defined() && home.sizes() == shape && home.dtype() == like.dtype() && home.device() == like.device() &&
-          home.is_contiguous()) {
-        homes_handed_out->insert(next);
-        return home;
-      }
-    }
-  }
-  return empty(shape, {like.dtype(), like.device()});
+  const Tensor home = gradient_home(input, shape, like);
+  return home.defined() && home.is_contiguous() ? home : empty(shape, {like.dtype(), like.device()});
 }
 
 void run_backward(const Tensor& root, const Tensor& gradient, bool retain_graph) {

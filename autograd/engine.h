@@ -21,10 +21,16 @@ void run_nested_backward(const Tensor& root, const Tensor& gradient);
 // averaged gradients into .grad" step here from inside a gradient hook. Throws outside backward.
 void queue_callback(std::function<void()> callback);
 
-// The tensor a backward function writes its gradient for input `input` of its node into, when it
-// allocates one (shape and dtype/device of `like`): a new one, or, where that input is a leaf whose
-// gradient has a home and nothing has reached it yet, the home itself (Note [A gradient written
-// where it lands] in autograd/engine.cpp). Outside a backward pass: a new one.
+// Where a backward function should write its gradient for input `input` of its node, of `shape`
+// and like's dtype and device (Note [A gradient written where it lands] in autograd/engine.cpp):
+// when that input is a leaf whose gradient has a home, or one view op's result of such a leaf (a
+// Linear's weight.t()), and nothing has reached the home yet in this pass, the home as that input
+// sees it (for weight.t(), home.t(): possibly not contiguous). Otherwise, and outside a backward
+// pass: undefined. A backward function asks for one input at most.
+Tensor gradient_home(size_t input, const Shape& shape, const Tensor& like);
+
+// gradient_home when it is contiguous, otherwise a new tensor: for a backward function that writes
+// a contiguous result (conv2d's weight gradient).
 Tensor gradient_output(size_t input, const Shape& shape, const Tensor& like);
 
 }  // namespace sg::autograd

@@ -6,8 +6,19 @@
 namespace sg::autograd {
 
 namespace {
+
 std::atomic<uint64_t> next_sequence_number{0};
+
+// Whether `grad` is `home`, or a view of home's bytes laid out exactly as home is (a gradient
+// that went through a view op's backward, such as a Linear weight's .t(), comes back that way).
+bool lies_on(const Tensor& grad, const Tensor& home) {
+  if (!home.defined()) return false;
+  if (grad.is_same(home)) return true;
+  return grad.storage() == home.storage() && grad.storage_offset() == home.storage_offset() &&
+         grad.sizes() == home.sizes() && grad.strides() == home.strides() && grad.dtype() == home.dtype();
 }
+
+}  // namespace
 
 Node::Node(std::string name, std::vector<std::shared_ptr<Node>> next_nodes, BackwardFn backward)
     : name_(std::move(name)),
@@ -49,8 +60,8 @@ TensorList AccumulateGrad::apply(Tensor grad_output) {
   SG_CHECK(grad.sizes() == leaf.sizes(), "AccumulateGrad: gradient of shape ", shape_str(grad.sizes()),
            " does not match the leaf's shape ", shape_str(leaf.sizes()));
   NoGradGuard no_grad;
-  if (!meta.grad.defined() && grad.is_same(meta.grad_home)) {
-    meta.grad = grad;  // written where it lands (Note [A gradient written where it lands])
+  if (!meta.grad.defined() && lies_on(grad, meta.grad_home)) {
+    meta.grad = meta.grad_home;  // written where it lands (Note [A gradient written where it lands])
   } else if (!meta.grad.defined()) {
     // Steal a freshly computed gradient that nobody else references; otherwise copy it, so two
     // leaves never share one .grad that later accumulation would write through.

@@ -44,6 +44,11 @@ public:
   // anomaly mode (Note [Anomaly mode]).
   const ForwardRecord* forward_record() const { return forward_record_.get(); }
   void set_forward_record(std::unique_ptr<ForwardRecord> record) { forward_record_ = std::move(record); }
+  // A view op's node can repeat its forward view on another tensor shaped like its input, with no
+  // history: the gradient it passes on for `t` viewed this way is `t` itself, laid out as before
+  // (Note [A gradient written where it lands] in autograd/engine.cpp). Undefined for other nodes.
+  void set_view_replay(std::function<Tensor(const Tensor&)> replay) { view_replay_ = std::move(replay); }
+  Tensor replay_view(const Tensor& t) const { return view_replay_ ? view_replay_(t) : Tensor(); }
 
 protected:
   Tensor run_pre_hooks(Tensor grad) const;
@@ -55,6 +60,7 @@ private:
   std::vector<TensorHook> pre_hooks_;
   uint64_t sequence_number_;
   std::unique_ptr<ForwardRecord> forward_record_;
+  std::function<Tensor(const Tensor&)> view_replay_;
 };
 
 // The sink of a leaf that requires grad: adds the incoming gradient into leaf.grad, then runs

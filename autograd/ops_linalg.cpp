@@ -8,6 +8,7 @@
 #include <optional>
 
 #include "autograd/autocast_policy.h"
+#include "autograd/engine.h"
 #include "autograd/function.h"
 #include "autograd/ops_pointwise.h"
 #include "autograd/ops_shape.h"
@@ -105,18 +106,29 @@ Tensor product(const Tensor& a, const Tensor& b, double alpha = 1.0) {
   return out;
 }
 
-// alpha a^T g, the gradient of a 2-D b, in b's layout: a Linear multiplies by weight.t(), a
-// transposed view, so its gradient is computed as (alpha g^T a)^T. The weight's gradient (the
-// backward of .t()) is then contiguous, and becomes weight.grad without a transposing copy.
-Tensor matrix_gradient(const Tensor& a_rows, const Tensor& g_rows, const Tensor& b, double alpha) {
+// alpha a^T g, the gradient of a 2-D b (input `b_input` of the running node), in b's layout: a
+// Linear multiplies by weight.t(), a transposed view, so its gradient is computed as
+// (alpha g^T a)^T. The weight's gradient (the backward of .t()) is then contiguous, and becomes
+// weight.grad without a transposing copy. Where b's gradient has a home (DDP's bucket slot), the
+// GEMM writes straight into it (Note [A gradient written where it lands] in autograd/engine.cpp).
+Tensor matrix_gradient(const Tensor& a_rows, const Tensor& g_rows, const Tensor& b, double alpha, size_t b_input) {
   const bool transposed = b.stride(0) == 1 && b.stride(1) != 1;
+  const Tensor home = autograd::gradient_home(b_input, b.sizes(), g_rows);
+  if (home.defined() && (transposed ? home.t() : home).is_contiguous()) {
+    if (transposed) {
+      kernels::gemm(home.t(), g_rows.t(), a_rows, alpha);
+    } else {
+      kernels::gemm(home, a_rows.t(), g_rows, alpha);
+    }
+    return home;
+  }
   return transposed ? product(g_rows.t(), a_rows, alpha).t() : product(a_rows.t(), g_rows, alpha);
 }
 
 // d(alpha a @ b)/da = alpha g @ b^T and d(alpha a @ b)/db = alpha a^T @ g, matrix by matrix; each
 // gradient is then summed over the batch dims that broadcasting added to its operand. A 1-D a took
 // part as the row [1, k] and a 1-D b as the column [k, 1]; their gradients are that row / column.
-TensorList matmul_backward(const Tensor& g, const Tensor& a, const Tensor& b, const NeedsGrad& needs,
+TensorList matmul_backward(const Tensor& g, const Tensor& a, const Tensor& b, const NeedsGrad& needs, size_t b_input,
                            double alpha = 1.0) {
   const Tensor a2 = a.dim() == 1 ? a.unsqueeze(0) : a;
   const Tensor b2 = b.dim() == 1 ? b.unsqueeze(1) : b;
@@ -129,7 +141,7 @@ TensorList matmul_backward(const Tensor& g, const Tensor& a, const Tensor& b, co
   if (needs[1]) {
     if (a2.dim() >= 2 && b.dim() == 2) {
       // The sum over the batch of a_i^T g_i is one GEMM over the folded rows (Note [Folding batch dims into rows]).
-      grad_b = matrix_gradient(as_rows(a2), as_rows(g2), b, alpha);
+      grad_b = matrix_gradient(as_rows(a2), as_rows(g2), b, alpha, b_input);
     } else {
       grad_b = sum_to(product(a2.transpose(-1, -2), g2, alpha), b2.sizes()).reshape(b.sizes());
     }
@@ -142,7 +154,7 @@ Tensor record_product(const char* name, Tensor out, const Tensor& a, const Tenso
   // d(a @ b)/da = g @ b^T, d(a @ b)/db = a^T @ g (batches and 1-D operands: matmul_backward)
   return record(name, std::move(out), {a, b},
                 [sa = SavedTensor(a), sb = SavedTensor(b)](const Tensor& g, const NeedsGrad& needs) {
-                  return matmul_backward(g, sa.get(), sb.get(), needs);
+                  return matmul_backward(g, sa.get(), sb.get(), needs, /*b_input=*/1);
                 });
 }
 
@@ -203,13 +215,14 @@ Tensor add_product(const char* op, const char* backward_name, const Tensor& inpu
     kernels::gemm(out, a.detach(), b.detach(), alpha, beta);
   }
   // d/dinput = beta g (summed over input's broadcast dims); d/da and d/db as matmul's, times alpha
-  return record(backward_name, out, {input, a, b},
-                [input_shape = input.sizes(), sa = SavedTensor(a), sb = SavedTensor(b), beta, alpha](
-                    const Tensor& g, const NeedsGrad& needs) {
-                  const TensorList products = matmul_backward(g, sa.get(), sb.get(), {needs[1], needs[2]}, alpha);
-                  const Tensor grad_input = needs[0] ? sum_to(beta == 1 ? g : g * beta, input_shape) : Tensor();
-                  return TensorList{grad_input, products[0], products[1]};
-                });
+  return record(
+      backward_name, out, {input, a, b},
+      [input_shape = input.sizes(), sa = SavedTensor(a), sb = SavedTensor(b), beta, alpha](const Tensor& g,
+                                                                                           const NeedsGrad& needs) {
+        const TensorList products = matmul_backward(g, sa.get(), sb.get(), {needs[1], needs[2]}, /*b_input=*/2, alpha);
+        const Tensor grad_input = needs[0] ? sum_to(beta == 1 ? g : g * beta, input_shape) : Tensor();
+        return TensorList{grad_input, products[0], products[1]};
+      });
 }
 
 }  // namespace

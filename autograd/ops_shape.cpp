@@ -12,6 +12,8 @@
 
 namespace sg {
 
+using autograd::AutogradMeta;
+using autograd::meta_of;
 using autograd::NeedsGrad;
 using autograd::record;
 using autograd::record_view;
@@ -97,23 +99,39 @@ Tensor reshape(const Tensor& x, Shape shape) {
   return view(contiguous(x), shape);
 }
 
+namespace {
+
+// x's view with its dims in the order `dims` (checked, each in [0, x.dim())): no history.
+Tensor permuted_view(const Tensor& x, const Shape& dims) {
+  Shape sizes(dims.size()), strides(dims.size());
+  for (size_t i = 0; i < dims.size(); ++i) {
+    sizes[i] = x.size(dims[i]);
+    strides[i] = x.stride(dims[i]);
+  }
+  return make_view(x, sizes, strides, x.storage_offset());
+}
+
+}  // namespace
+
 Tensor permute(const Tensor& x, const Shape& dims) {
   SG_CHECK(static_cast<int64_t>(dims.size()) == x.dim(), "permute: got ", dims.size(), " dims ", shape_str(dims),
            " for a tensor of shape ", shape_str(x.sizes()));
-  Shape sizes(dims.size()), strides(dims.size()), inverse(dims.size());
+  Shape wrapped(dims.size()), inverse(dims.size());
   std::vector<bool> used(dims.size(), false);
   for (size_t i = 0; i < dims.size(); ++i) {
     const int64_t d = wrap_dim(dims[i], x.dim(), "permute");
     SG_CHECK(!used[d], "permute: dim ", d, " repeated in ", shape_str(dims));
     used[d] = true;
-    sizes[i] = x.size(d);
-    strides[i] = x.stride(d);
+    wrapped[i] = d;
     inverse[d] = static_cast<int64_t>(i);
   }
-  Tensor out = make_view(x, sizes, strides, x.storage_offset());
   // The gradient is permuted back by the inverse permutation.
-  return record_view("PermuteBackward", out, x,
-                     [inverse](const Tensor& g, const NeedsGrad&) { return TensorList{permute(g, inverse)}; });
+  Tensor out = record_view("PermuteBackward", permuted_view(x, wrapped), x,
+                           [inverse](const Tensor& g, const NeedsGrad&) { return TensorList{permute(g, inverse)}; });
+  // A Linear's weight.t() is such a view: its gradient can be written into the weight's home.
+  if (AutogradMeta* meta = meta_of(out); meta != nullptr && meta->grad_fn != nullptr)
+    meta->grad_fn->set_view_replay([wrapped](const Tensor& t) { return permuted_view(t, wrapped); });
+  return out;
 }
 
 Tensor transpose(const Tensor& x, int64_t dim0, int64_t dim1) {

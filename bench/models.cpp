@@ -9,6 +9,7 @@
 //   bench_models --model gpt-mini --profile        # where the step's time goes, by op kind (docs/profiling.md)
 //   bench_models --model gpt-mini --checkpoint-activations   # peak_rss_mb against recomputation (docs/memory.md)
 //   bench_models --model resnet34 --image-size 128 --batch 32 --checkpoint-activations   # each block recomputed
+//   bench_models --model cnn --step-times          # every timed step's ms too (bench/ddp_efficiency.py pairs them)
 // Ends with one JSON line per run: {"bench":"train_step","model":"cnn","amp":"no","batch":64,"threads":1,
 // "ms_per_step":...,"peak_rss_mb":...,"loss_first":...,"loss_last":...} (GPT models add "block" and
 // "tokens_per_s", the CNNs and ResNets "images_per_s", the ResNets "image_size"); the losses are those of
@@ -22,7 +23,8 @@
 // Under the launcher (sgrun --nproc-per-node 2 bench_models ...) every process trains its own
 // batch through DDP; rank 0 reports the total items/s and how long DDP waited for its all-reduces at
 // the end of backward. --device cuda times the step on a GPU (one per process under sgrun, DDP over
-// NCCL); each timed step then ends by waiting for the GPU.
+// NCCL); each timed step then ends by waiting for the GPU. --step-times adds, before that line, one
+// more: {"bench":"step_times","ms":[...]}, every timed step's milliseconds in order.
 //
 // Each model is one function that builds a Workload (model, optimizer, one step); adding a model is
 // adding such a function and its line in workloads().
@@ -75,6 +77,7 @@ struct Options {
   bool detect_anomaly = false;
   bool profile = false;                 // profile the timed steps and print the share of each op kind
   bool checkpoint_activations = false;  // GPT models and ResNets: each block recomputed in backward
+  bool step_times = false;              // print every timed step's milliseconds as a JSON line
 };
 
 // One training step's loss, and whether the optimizer stepped (the f16 loss scaler skips a step whose
@@ -281,6 +284,13 @@ const std::map<std::string, WorkloadMaker>& workloads() {
   return table;
 }
 
+// {"bench":"step_times","ms":[12.91,13.02,...]}: each timed step's wall time, in the order they ran.
+std::string step_times_json(const std::vector<double>& milliseconds) {
+  std::string json = "{\"bench\":\"step_times\",\"ms\":[";
+  for (size_t i = 0; i < milliseconds.size(); ++i) json += (i == 0 ? "" : ",") + json_number(milliseconds[i]);
+  return json + "]}";
+}
+
 int train_steps(const Options& options, sg::dist::Accelerator& accelerator) {
   Workload work = workloads().at(options.model)(options, accelerator);
   accelerator.prepare(*work.optimizer);  // the scaler unscales its gradients before clipping under f16
@@ -344,6 +354,7 @@ int train_steps(const Options& options, sg::dist::Accelerator& accelerator) {
     accelerator.print("DDP: backward ", median(backward), " ms/step; all-reduce ", median(all_reduce),
                       " ms/step on the communication thread, of which backward waited ", median(ddp_wait),
                       " ms at its end (medians)");
+  if (options.step_times) accelerator.print(step_times_json(milliseconds));
   char json[1024];
   std::snprintf(json, sizeof json,
                 "{\"bench\":\"train_step\",\"impl\":\"syncgrad\",\"model\":\"%s\",\"device\":\"%s\",\"amp\":\"%s\","
@@ -451,6 +462,8 @@ int main(int argc, char** argv) {
   app.add_flag("--checkpoint-activations", options.checkpoint_activations,
                "GPT models and ResNets: checkpoint each (transformer or residual) block: its activations are "
                "recomputed in backward (docs/memory.md)");
+  app.add_flag("--step-times", options.step_times,
+               "Also print every timed step's milliseconds as one JSON line (bench/ddp_efficiency.py pairs them)");
   CLI11_PARSE(app, argc, argv);
   try {
     return run(options);

@@ -1,6 +1,7 @@
 // The backward engine's behaviour: graph shapes, accumulation, hooks, modes and errors.
 #include <any>
 #include <cmath>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -339,10 +340,18 @@ TEST_CASE("a custom Function whose backward returns a wrong count or shape names
 namespace {
 
 struct HomedWeight {
-  Tensor buffer = test::rand_input({3 + 4 * 2 * 3 * 3 + 5}).detach().to(DType::f32);
-  Tensor home = buffer.narrow(0, 3, 4 * 2 * 3 * 3).view({4, 2, 3, 3});
-  Tensor weight = test::rand_input({4, 2, 3, 3}).detach().to(DType::f32).requires_grad_();
-  HomedWeight() { autograd::ensure_meta(weight).grad_home = home; }
+  Tensor buffer, home, weight;
+  explicit HomedWeight(const Shape& shape = {4, 2, 3, 3}) {
+    buffer = test::rand_input({3 + numel_of(shape) + 5}).detach().to(DType::f32);
+    home = buffer.narrow(0, 3, numel_of(shape)).view(shape);
+    weight = test::rand_input(shape).detach().to(DType::f32).requires_grad_();
+    autograd::ensure_meta(weight).grad_home = home;
+  }
+  // The buffer's values outside the home.
+  std::vector<double> around_home() const {
+    const std::vector<double> all = test::values(buffer);
+    return {all[0], all[1], all[2], all[all.size() - 5], all.back()};
+  }
 };
 
 // conv2d(input, weight) summed with fixed random weights, so every gradient element differs.
@@ -359,13 +368,11 @@ TEST_CASE("a conv2d weight's gradient is written straight into its home, and not
   const Tensor input = test::rand_input({2, 2, 5, 6}).detach().to(DType::f32);
   const Tensor plain = homed.weight.detach().clone().requires_grad_();
   conv_loss(input, plain).backward();
-  const std::vector<double> buffer_before = test::values(homed.buffer);
+  const std::vector<double> around_before = homed.around_home();
   conv_loss(input, homed.weight).backward();
   CHECK(homed.weight.grad().is_same(homed.home));
   CHECK(test::values(homed.weight.grad()) == test::values(plain.grad()));
-  const std::vector<double> buffer_after = test::values(homed.buffer);
-  for (size_t i : {size_t{0}, size_t{1}, size_t{2}, buffer_after.size() - 1})
-    CHECK(buffer_after[i] == buffer_before[i]);
+  CHECK(homed.around_home() == around_before);
 }
 
 TEST_CASE("a homed weight used twice gets the sum of both uses, and one that holds a gradient accumulates") {
@@ -400,6 +407,60 @@ TEST_CASE("a homed weight used inside and outside a checkpointed segment gets th
   loss_of(plain).backward();
   loss_of(homed.weight).backward();
   CHECK(test::max_abs_diff(homed.weight.grad(), plain.grad()) < 1e-5);
+}
+
+namespace {
+
+// linear(input, weight, bias) summed with fixed random weights: addmm with weight.t(), a view.
+Tensor linear_loss(const Tensor& input, const Tensor& weight) {
+  const Tensor bias = full({weight.size(0)}, 0.25);
+  const Tensor out = linear(input, weight, bias);
+  Generator generator(11);
+  return (out * randn(out.sizes(), {}, &generator)).sum();
+}
+
+}  // namespace
+
+TEST_CASE("a Linear weight's gradient is written into its home through weight.t(), and nothing else of the buffer") {
+  HomedWeight homed({5, 7});
+  for (const Shape& input_shape : {Shape{6, 7}, Shape{2, 3, 7}}) {  // addmm, and rows folded from [B, T, in]
+    CAPTURE(shape_str(input_shape));
+    homed.weight.set_grad(Tensor());
+    const Tensor input = test::rand_input(input_shape).detach().to(DType::f32);
+    const Tensor plain = homed.weight.detach().clone().requires_grad_();
+    linear_loss(input, plain).backward();
+    const std::vector<double> around_before = homed.around_home();
+    linear_loss(input, homed.weight).backward();
+    CHECK(homed.weight.grad().is_same(homed.home));
+    CHECK(test::values(homed.weight.grad()) == test::values(plain.grad()));
+    CHECK(homed.around_home() == around_before);
+  }
+}
+
+TEST_CASE("a homed weight multiplied directly, through .t() twice, and both, gets the sum of its uses") {
+  const Tensor a = test::rand_input({6, 4}).detach().to(DType::f32);
+  const Tensor b = test::rand_input({3, 4}).detach().to(DType::f32);
+  Generator generator(5);
+  const Tensor mix = randn({3, 4}, {}, &generator);
+  const std::vector<std::pair<const char*, std::function<Tensor(const Tensor&)>>> uses = {
+      {"mm(a, weight)",
+       [&](const Tensor& w) {
+         return (mm(a, w) * randn({6, 4}, {}, &generator)).sum();
+       }},
+      {"two Linears", [&](const Tensor& w) { return linear_loss(a, w) + linear_loss(b, w); }},
+      {"mm and a Linear (tied)", [&](const Tensor& w) { return (mm(b, w) * mix).sum() + linear_loss(a, w); }},
+  };
+  for (const auto& [name, loss_of] : uses) {
+    CAPTURE(name);
+    HomedWeight homed({4, 4});
+    const Tensor plain = homed.weight.detach().clone().requires_grad_();
+    generator.manual_seed(5);
+    loss_of(plain).backward();
+    generator.manual_seed(5);
+    loss_of(homed.weight).backward();
+    CHECK(test::max_abs_diff(homed.weight.grad(), plain.grad()) < 1e-5);
+    if (std::string(name) == "mm(a, weight)") CHECK(homed.weight.grad().is_same(homed.home));
+  }
 }
 
 TEST_CASE("a home of another dtype or shape is not used, and outside backward gradient_output makes a new tensor") {
