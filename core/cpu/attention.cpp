@@ -79,6 +79,21 @@ T row_sum(const T* x, int64_t n) {
   return total;
 }
 
+// The dot product of two rows, in kLanes lanes as row_sum: one running total would make every
+// addition wait for the one before (a chain of Ev additions per row, which took a third of the
+// backward's own time at gpt-mini's head size of 32).
+template <typename math_t, typename scalar_t>
+math_t row_dot(const scalar_t* a, const scalar_t* b, int64_t n) {
+  math_t lanes[kLanes] = {};
+  int64_t j = 0;
+  for (; j + kLanes <= n; j += kLanes)
+    for (int64_t l = 0; l < kLanes; ++l) lanes[l] += static_cast<math_t>(a[j + l]) * static_cast<math_t>(b[j + l]);
+  for (; j < n; ++j) lanes[0] += static_cast<math_t>(a[j]) * static_cast<math_t>(b[j]);
+  math_t total = 0;
+  for (int64_t l = 0; l < kLanes; ++l) total += lanes[l];
+  return total;
+}
+
 // body(j, factor) for j < n <= 64, factor what dropout multiplies probability j by: 1 / (1 - p)
 // where bit j of `keep` is set, 0 where it is not. The bits are taken 16 at a time into a 32-bit
 // word, whose shift by a different count per lane vectorises into 32-bit lanes, and the bit is
@@ -209,6 +224,23 @@ struct Problem {
   // row's diagonal with causal (the blocks beyond are skipped, not masked).
   int64_t key_end(int64_t r0, int64_t rows) const { return causal ? std::min(S, r0 + rows) : S; }
 
+  // Of keys c0 .. c0 + cols - 1, how many query row i sees before the causal diagonal (all of
+  // them without causal).
+  int64_t keys_seen(int64_t i, int64_t c0, int64_t cols) const {
+    return causal ? std::clamp<int64_t>(i + 1 - c0, 0, cols) : cols;
+  }
+
+  // Where the work per score (exp, dropout, the softmax's gradient) of such a row can stop: the
+  // keys seen, rounded up to whole vectors of kVector scores. The scores between are masked, so
+  // they compute the 0 they must be; past this end the row is set to 0. On the blocks the
+  // diagonal crosses that is about half the work (a third of it at T = 128 with 64 x 64 blocks),
+  // and loops of whole vectors have no scalar tail. kVector is a multiple of kLanes: row_max and
+  // row_sum give the bits they give over the whole row.
+  static constexpr int64_t kVector = 16;
+  int64_t work_end(int64_t i, int64_t c0, int64_t cols) const {
+    return std::min(cols, (keys_seen(i, c0, cols) + kVector - 1) / kVector * kVector);
+  }
+
   // s[r * kKeyBlock + j] = the score of query r0 + r and key c0 + j of matrix n: scale * q . k,
   // then -inf where masked, plus a float mask.
   void scores(int64_t n, Block<math_t> qb, Block<math_t> kb, int64_t r0, int64_t rows, int64_t c0, int64_t cols,
@@ -296,26 +328,27 @@ struct ForwardBlock {
       p.scores(n, qb, rows_of(p.k, n, c0, cols, p.E, k), r0, rows, c0, cols, s.data());
       for (int64_t r = 0; r < rows; ++r) {
         math_t* row = s.data() + r * kKeyBlock;
+        const int64_t end = p.work_end(r0 + r, c0, cols);
         // Online softmax: with the new running max m', the old sum and output were computed
         // against m, so both are multiplied by exp(m - m') before this block's terms are added.
-        const math_t new_max = std::max(max[r], row_max(row, cols));
+        const math_t new_max = std::max(max[r], row_max(row, end));
         uint64_t* keep = keep_words ? keep_words + r * p.words_per_row + c0 / kKeyBlock : nullptr;
         if (new_max == kNone) {  // every key so far masked: nothing to add, nothing to keep
           std::fill_n(row, cols, math_t(0));
           if (keep) *keep = 0;
           continue;
         }
-        for (int64_t j = 0; j < cols; ++j) row[j] = exp_of(row[j] - new_max);
+        for (int64_t j = 0; j < end; ++j) row[j] = exp_of(row[j] - new_max);
+        std::fill(row + end, row + cols, math_t(0));
         const math_t rescale = exp_of(max[r] - new_max);  // 0 on the first block with a finite max
-        sum[r] = sum[r] * rescale + row_sum(row, cols);
+        sum[r] = sum[r] * rescale + row_sum(row, end);
         max[r] = new_max;
         if (rescale != math_t(1))
           for (int64_t c = 0; c < p.Ev; ++c) acc[r * p.Ev + c] *= rescale;
         if (keep) {  // the sum above is of the kept and the dropped: dropout acts after softmax
-          // With causal, keys after the diagonal have probability 0 whatever the draw: not drawn.
-          const int64_t drawn = p.causal ? std::clamp<int64_t>(r0 + r + 1 - c0, 0, cols) : cols;
-          *keep = p.keep_bits(n, r0 + r, c0, drawn);
-          for_each_dropout_factor(*keep, p.kept_scale(), cols, [row](int64_t j, math_t factor) { row[j] *= factor; });
+          // Keys after the diagonal have probability 0 whatever the draw: not drawn.
+          *keep = p.keep_bits(n, r0 + r, c0, p.keys_seen(r0 + r, c0, cols));
+          for_each_dropout_factor(*keep, p.kept_scale(), end, [row](int64_t j, math_t factor) { row[j] *= factor; });
         }
       }
       const Block<math_t> vb = rows_of(p.v, n, c0, cols, p.Ev, v);
@@ -356,12 +389,7 @@ struct BackwardMatrix {
            const Matrices<const scalar_t>& out, const math_t* log_sum_exp, const uint64_t* keep_words,
            const Matrices<scalar_t>& grad_q, const Matrices<scalar_t>& grad_k, const Matrices<scalar_t>& grad_v) {
     // delta_i = sum_j p_ij dp_ij = dO_i . O_i: the term softmax's backward subtracts, one per row.
-    for (int64_t i = 0; i < p.L; ++i) {
-      const scalar_t *g_row = grad_out.row(n, i), *out_row = out.row(n, i);
-      math_t total = 0;
-      for (int64_t c = 0; c < p.Ev; ++c) total += static_cast<math_t>(g_row[c]) * static_cast<math_t>(out_row[c]);
-      delta[i] = total;
-    }
+    for (int64_t i = 0; i < p.L; ++i) delta[i] = row_dot<math_t>(grad_out.row(n, i), out.row(n, i), p.Ev);
     std::fill(dq.begin(), dq.end(), math_t(0));
     for (int64_t c0 = 0; c0 < p.S; c0 += kKeyBlock) {
       const int64_t cols = std::min(kKeyBlock, p.S - c0);
@@ -384,26 +412,28 @@ struct BackwardMatrix {
           // P = exp(score - log_sum_exp), recomputed; a fully masked row has log_sum_exp -inf, P 0
           // and no gradient.
           const math_t lse = log_sum_exp[i], row_delta = delta[i];
-          if (lse == -std::numeric_limits<math_t>::infinity()) {
-            std::fill_n(prob, cols, math_t(0));
-            std::fill_n(grad, cols, math_t(0));
-            if (keep_words) std::fill_n(z.data() + r * kKeyBlock, cols, math_t(0));
-          } else if (keep_words) {
+          math_t* kept = keep_words ? z.data() + r * kKeyBlock : nullptr;
+          // Scores past the row's diagonal (or all of them, for a fully masked row) get P = 0
+          // and no gradient.
+          const int64_t end = lse == -std::numeric_limits<math_t>::infinity() ? 0 : p.work_end(i, c0, cols);
+          if (keep_words) {
             // Z = dropout(P), dP = dropout(dZ) with the forward's bits, and d score = P * (dP -
             // delta), softmax's backward, in one pass over the row.
             const uint64_t keep = keep_words[i * p.words_per_row + c0 / kKeyBlock];
-            math_t* kept = z.data() + r * kKeyBlock;
-            for_each_dropout_factor(keep, kept_scale, cols, [&](int64_t j, math_t factor) {
+            for_each_dropout_factor(keep, kept_scale, end, [&](int64_t j, math_t factor) {
               prob[j] = exp_of(prob[j] - lse);
               kept[j] = prob[j] * factor;
               grad[j] = prob[j] * (grad[j] * factor - row_delta);
             });
+            std::fill(kept + end, kept + cols, math_t(0));
           } else {
-            for (int64_t j = 0; j < cols; ++j) {
+            for (int64_t j = 0; j < end; ++j) {
               prob[j] = exp_of(prob[j] - lse);
               grad[j] = prob[j] * (grad[j] - row_delta);
             }
           }
+          std::fill(prob + end, prob + cols, math_t(0));
+          std::fill(grad + end, grad + cols, math_t(0));
         }
         // dV += Z^T dO, dQ += scale dS K, dK += scale dS^T Q
         block_gemm<math_t>(true, false, cols, p.Ev, rows, math_t(1), probabilities_used, kKeyBlock, gb.data, gb.ld,
