@@ -20,10 +20,10 @@ the rounds, each round's ratio taken within the round (a noisy minute moves both
 The ceiling adds up two processes that never wait for each other. A synchronous step cannot: each
 one ends when the slower rank's does. So the script also prints the lockstep ceiling: the same two
 independent processes' step times paired by step index, each pair costing the slower of the two
-(global batch / median of max(t1_i, t2_i)). Two vCPUs are often not equally fast (one process's
-median step 5-10% above the other's in the same run): that, and the per-step jitter, is lost to
-any synchronous data parallelism, with or without communication. ddp / lockstep is what is left to
-the implementation; "pair" prints the two processes' median steps.
+(global batch / median of max(t1_i, t2_i)). Two vCPUs are sometimes not equally fast (one
+process's median step 5-10% above the other's for a whole run): that, and the per-step jitter, is
+lost to any synchronous data parallelism, with or without communication. ddp / lockstep is what is
+left to the implementation; "pair" prints the two processes' median steps.
 """
 import argparse
 import json
