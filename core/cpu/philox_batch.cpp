@@ -62,42 +62,25 @@ void philox_round(SixteenBlocks& c, __m512i key0, __m512i key1) {
   c.c3 = low0;
 }
 
-// kSets consecutive batches, each in its own set of registers: one round of one set waits for
-// its multiplies, the other sets' run meanwhile.
-template <int kSets>
-void philox_sets(uint64_t seed, uint64_t first_counter, PhiloxBatch* batches) {
-  static_assert(kPhiloxBatch == 16, "one set of 16 AVX-512 lanes per batch");
-  SixteenBlocks c[kSets];
-  for (int b = 0; b < kSets; ++b) {
-    write_counters(batches[b], first_counter + static_cast<uint64_t>(b * kPhiloxBatch));
-    c[b] = {_mm512_loadu_si512(batches[b].word[0]), _mm512_loadu_si512(batches[b].word[1]), _mm512_setzero_si512(),
-            _mm512_setzero_si512()};
-  }
-  uint32_t key0 = static_cast<uint32_t>(seed), key1 = static_cast<uint32_t>(seed >> 32);
-  for (int round = 0; round < 10; ++round) {
-    const __m512i k0 = _mm512_set1_epi32(static_cast<int>(key0)), k1 = _mm512_set1_epi32(static_cast<int>(key1));
-    for (int b = 0; b < kSets; ++b) philox_round(c[b], k0, k1);
-    key0 += 0x9E3779B9u;
-    key1 += 0xBB67AE85u;
-  }
-  for (int b = 0; b < kSets; ++b) {
-    _mm512_storeu_si512(batches[b].word[0], c[b].c0);
-    _mm512_storeu_si512(batches[b].word[1], c[b].c1);
-    _mm512_storeu_si512(batches[b].word[2], c[b].c2);
-    _mm512_storeu_si512(batches[b].word[3], c[b].c3);
-  }
-}
-
 }  // namespace
 
 PhiloxBatch philox_batch(uint64_t seed, uint64_t first_counter) {
+  static_assert(kPhiloxBatch == 16, "one set of 16 AVX-512 lanes");
   PhiloxBatch batch;
-  philox_sets<1>(seed, first_counter, &batch);
+  write_counters(batch, first_counter);
+  SixteenBlocks c{_mm512_loadu_si512(batch.word[0]), _mm512_loadu_si512(batch.word[1]), _mm512_setzero_si512(),
+                  _mm512_setzero_si512()};
+  uint32_t key0 = static_cast<uint32_t>(seed), key1 = static_cast<uint32_t>(seed >> 32);
+  for (int round = 0; round < 10; ++round) {
+    philox_round(c, _mm512_set1_epi32(static_cast<int>(key0)), _mm512_set1_epi32(static_cast<int>(key1)));
+    key0 += 0x9E3779B9u;
+    key1 += 0xBB67AE85u;
+  }
+  _mm512_storeu_si512(batch.word[0], c.c0);
+  _mm512_storeu_si512(batch.word[1], c.c1);
+  _mm512_storeu_si512(batch.word[2], c.c2);
+  _mm512_storeu_si512(batch.word[3], c.c3);
   return batch;
-}
-
-void philox_batch_pair(uint64_t seed, uint64_t first_counter, PhiloxBatch (&pair)[2]) {
-  philox_sets<2>(seed, first_counter, pair);
 }
 
 #pragma GCC diagnostic pop
@@ -169,13 +152,6 @@ PhiloxBatch philox_batch(uint64_t seed, uint64_t first_counter) {
   return batch;
 }
 
-#endif
-
-#if !defined(__AVX512F__)
-void philox_batch_pair(uint64_t seed, uint64_t first_counter, PhiloxBatch (&pair)[2]) {
-  pair[0] = philox_batch(seed, first_counter);
-  pair[1] = philox_batch(seed, first_counter + kPhiloxBatch);
-}
 #endif
 
 }  // namespace sg::cpu

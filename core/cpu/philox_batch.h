@@ -1,6 +1,5 @@
 #pragma once
-// defines: cpu::PhiloxBatch, cpu::philox_batch, cpu::philox_batch_pair — kPhiloxBatch (or twice
-//          that) consecutive Philox blocks at once,
+// defines: cpu::PhiloxBatch, cpu::philox_batch — kPhiloxBatch consecutive Philox blocks at once,
 //          the same bits as philox4x32_10 (core/philox.h) block by block, for the CPU's random fills.
 //
 // One Philox-4x32-10 block is ten dependent rounds of two 32x32->64-bit multiplies; computed one
@@ -24,10 +23,5 @@ struct PhiloxBatch {
 };
 
 PhiloxBatch philox_batch(uint64_t seed, uint64_t first_counter);
-
-// The two batches from first_counter: blocks first_counter .. first_counter + 2 kPhiloxBatch - 1.
-// With AVX-512 the two are computed side by side, each in its own set of registers, which keeps
-// the multipliers busier than one batch at a time (the rounds of one set depend on each other).
-void philox_batch_pair(uint64_t seed, uint64_t first_counter, PhiloxBatch (&pair)[2]);
 
 }  // namespace sg::cpu
