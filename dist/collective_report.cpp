@@ -43,7 +43,8 @@ std::string CollectiveDescription::str(int64_t sequence) const {
 
 void mark_started(TcpStore& store, int rank, int64_t sequence) {
   const std::string started = std::to_string(sequence);
-  store.set("started/" + std::to_string(rank), std::vector<char>(started.begin(), started.end()));
+  // Not waiting for the store's answer (Note [Marks that do not wait] in dist/tcp_store.cpp).
+  store.set_without_waiting("started/" + std::to_string(rank), std::vector<char>(started.begin(), started.end()));
 }
 
 // Each surviving rank whose collective failed leaves a "failed" mark; the store marks a rank
@@ -104,7 +105,8 @@ void check_fingerprints_through_store(TcpStore& store, const std::string& prefix
   check_fingerprints(all, size, sequence);
 }
 
-std::string diagnose_failure(TcpStore& store, int rank, int size, int64_t sequence) {
+std::string diagnose_failure(TcpStore& store, int rank, int size, int64_t sequence,
+                             const std::function<int64_t(int)>& started_of) {
   try {
     const std::string mark = std::to_string(sequence);
     store.set("failed/" + mark + "/" + std::to_string(rank), {'1'});
@@ -114,7 +116,9 @@ std::string diagnose_failure(TcpStore& store, int rank, int size, int64_t sequen
       pending.push_back(r);
       const std::string started_key = "started/" + std::to_string(r);
       int64_t started = -1;
-      if (store.check({started_key})) {
+      if (started_of) {
+        started = started_of(r);
+      } else if (store.check({started_key})) {
         const auto value = store.get(started_key);
         started = std::stoll(std::string(value.begin(), value.end()));
       }

@@ -3,6 +3,7 @@
 //          fingerprints), mark_started and diagnose_failure (after a collective failed: which
 //          ranks never reached it, which exited) — shared by the Gloo and NCCL process groups.
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -61,6 +62,9 @@ void check_fingerprints_through_store(TcpStore& store, const std::string& prefix
 // or took a different path), which exited, which are alive but busy elsewhere. Leaves this rank's
 // "failed" mark for the others and waits up to a second for theirs. Never throws: when the store
 // itself is gone, says so.
-std::string diagnose_failure(TcpStore& store, int rank, int size, int64_t sequence);
+// `started_of(r)`, when given, is where rank r's last started collective is read instead of the
+// store (the shared-memory segments' marks, Note [Marks in the segments] in dist/shm_all_reduce.cpp).
+std::string diagnose_failure(TcpStore& store, int rank, int size, int64_t sequence,
+                             const std::function<int64_t(int)>& started_of = {});
 
 }  // namespace sg::dist

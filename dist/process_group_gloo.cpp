@@ -306,8 +306,10 @@ void ProcessGroupGloo::run_one(GlooWork& work, int64_t sequence, const Descripti
     SG_CHECK(broken_.empty(), "ProcessGroupGloo (rank ", rank(), " of ", size(), "): ", description.str(sequence),
              " cannot run: the group failed earlier and is unusable:\n  ", broken_);
     try {
-      // "rank r started #n", read back by diagnose_failure on the other ranks.
-      mark_started(*store_, rank(), sequence);
+      // "rank r started #n", read back by diagnose_failure on the other ranks: in this rank's
+      // shared-memory segment when the group has them (Note [Marks in the segments]).
+      if (shared_memory_) shared_memory_->mark_started(sequence);
+      else mark_started(*store_, rank(), sequence);
       if (debug_) check_fingerprints(sequence, description);
       run(tag_of(sequence));
     } catch (const sg::Error&) {
@@ -315,7 +317,7 @@ void ProcessGroupGloo::run_one(GlooWork& work, int64_t sequence, const Descripti
     } catch (const std::exception& e) {
       broken_ = "rank " + std::to_string(rank()) + ": " + description.str(sequence) + " failed: " + e.what();
       SG_FAIL("ProcessGroupGloo (rank ", rank(), " of ", size(), "): ", description.str(sequence),
-              " failed: ", e.what(), "\n  ", diagnose_failure(*store_, rank(), size(), sequence));
+              " failed: ", e.what(), "\n  ", diagnose_failure(*store_, rank(), size(), sequence, started_reader()));
     }
   } catch (...) {
     error = std::current_exception();
@@ -324,6 +326,11 @@ void ProcessGroupGloo::run_one(GlooWork& work, int64_t sequence, const Descripti
   profiler::record_span(description.op_name(), profiler::Category::collective, timing.started, timing.finished,
                         description.bytes());
   work.finish(error, timing);
+}
+
+std::function<int64_t(int)> ProcessGroupGloo::started_reader() const {
+  if (!shared_memory_) return {};
+  return [this](int r) { return shared_memory_->started(r); };
 }
 
 // SG_DIST_DEBUG (dist/collective_report.h): the fingerprints travel by a Gloo all-gather.

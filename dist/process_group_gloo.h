@@ -87,6 +87,9 @@ private:
   void run_one(GlooWork& work, int64_t sequence, const Description& description,
                const std::function<void(uint32_t tag)>& run);
   void check_fingerprints(int64_t sequence, const Description& description);
+  // Where diagnose_failure reads the other ranks' marks: the shared-memory segments when the
+  // group has them, else (empty) the store.
+  std::function<int64_t(int)> started_reader() const;
   static uint32_t tag_of(int64_t sequence) { return static_cast<uint32_t>(sequence & 0x7fffffff); }
 
   std::shared_ptr<TcpStore> store_;

@@ -90,6 +90,11 @@ public:
   // rank r's `bytes` at `input`; errors as all_reduce's.
   void all_gather(const void* input, void* output, size_t bytes, std::chrono::milliseconds timeout);
 
+  // Collective #sequence of the group starts on this rank; started(r): the last one member r
+  // started, -1 before any (Note [Marks in the segments]).
+  void mark_started(int64_t sequence);
+  int64_t started(int r) const;
+
   // The bytes each rank's segment carries per round (the chunk size).
   static constexpr size_t kChunkBytes = size_t{4} << 20;
 

@@ -132,8 +132,44 @@ void TcpStore::connect_and_greet(const std::string& host, int port, const std::s
 }
 
 TcpStore::~TcpStore() {
+  // An answer left unread in the socket would make close() reset the connection rather than end
+  // it; a store that does not answer within a moment is not waited for.
+  if (socket_ >= 0 && broken_.empty() && !unanswered_set_.empty()) {
+    uint8_t status = 0;
+    recv_all(socket_, &status, 1, Deadline::after(std::chrono::milliseconds(100)));
+  }
   if (socket_ >= 0) ::close(socket_);
   server_.reset();  // after our own connection is closed
+}
+
+void TcpStore::fail(IoResult result, const char* when, const std::string& key, std::chrono::milliseconds waited) {
+  broken_ =
+      result == IoResult::timed_out
+          ? detail::concat("the store at ", address_, " did not answer within ", waited.count(), " ms (", when,
+                           " key '", key, "'); rank 0, which hosts it, may be frozen (stopped), overloaded or cut off")
+          : detail::concat("lost the connection to the store at ", address_, " (", when, " key '", key,
+                           "'); rank 0, which hosts it, has probably exited");
+  ::shutdown(socket_, SHUT_RDWR);
+  SG_FAIL("TcpStore: ", broken_);
+}
+
+// Note [Marks that do not wait]
+// Before every collective the communication thread writes "started/<rank>" (dist/collective_report.h),
+// so that after a failure the other ranks can tell how far this one got. Waiting for the store's
+// answer put a round trip through the store's thread on rank 0 in front of every collective: 50-60
+// microseconds on the 2 vCPUs of docs/performance.md, a third of a small all-reduce's time.
+// set_without_waiting sends the request and leaves the one-byte answer in the socket; the next
+// request on the connection reads it first (by then it has long arrived), so at most one answer
+// is ever unread and the server never has replies piling up for a client that does not read them.
+void TcpStore::collect_unanswered_set() {
+  if (unanswered_set_.empty()) return;
+  const std::string key = std::move(unanswered_set_);
+  unanswered_set_.clear();
+  uint8_t status = 0;
+  if (const IoResult got = recv_all(socket_, &status, 1, Deadline::after(timeout_)); got != IoResult::ok)
+    fail(got, "waiting for the reply about", key, timeout_);
+  SG_CHECK(status == 1, "TcpStore: the store at ", address_, " refused key '", key, "': it already holds its limit of ",
+           limits_.max_held_bytes, " bytes");
 }
 
 std::vector<char> TcpStore::call(const std::vector<char>& request, const std::string& key,
@@ -141,35 +177,26 @@ std::vector<char> TcpStore::call(const std::vector<char>& request, const std::st
   std::lock_guard<std::mutex> lock(mutex_);
   SG_CHECK(broken_.empty(), "TcpStore: the connection to the store at ", address_, " is unusable (request for key '",
            key, "'): ", broken_);
+  collect_unanswered_set();
   const Deadline deadline = Deadline::after(server_wait + timeout_);
-  // A reply that comes late would be read as the answer to the next request: after any failure
-  // the connection is closed for good.
-  const auto fail = [&](IoResult result, const char* when) {
-    broken_ = result == IoResult::timed_out
-                  ? detail::concat("the store at ", address_, " did not answer within ",
-                                   (server_wait + timeout_).count(), " ms (", when, " key '", key,
-                                   "'); rank 0, which hosts it, may be frozen (stopped), overloaded or cut off")
-                  : detail::concat("lost the connection to the store at ", address_, " (", when, " key '", key,
-                                   "'); rank 0, which hosts it, has probably exited");
-    ::shutdown(socket_, SHUT_RDWR);
-    SG_FAIL("TcpStore: ", broken_);
-  };
   uint8_t status = 0;
   if (const IoResult sent = send_all(socket_, request.data(), request.size(), deadline); sent != IoResult::ok)
-    fail(sent, "sending the request for");
+    fail(sent, "sending the request for", key, server_wait + timeout_);
   if (const IoResult got = recv_all(socket_, &status, 1, deadline); got != IoResult::ok)
-    fail(got, "waiting for the reply about");
+    fail(got, "waiting for the reply about", key, server_wait + timeout_);
   std::vector<char> reply{static_cast<char>(status)};
   const auto command = static_cast<uint8_t>(request[0]);
   if (command == kGet && status == 1) {
     std::vector<char> value;
     const ReadBytes read = recv_bytes(socket_, value, limits_.max_value_bytes, deadline);
-    if (read != ReadBytes::ok) fail(read == ReadBytes::timed_out ? IoResult::timed_out : IoResult::closed, "reading");
+    if (read != ReadBytes::ok)
+      fail(read == ReadBytes::timed_out ? IoResult::timed_out : IoResult::closed, "reading", key,
+           server_wait + timeout_);
     reply.insert(reply.end(), value.begin(), value.end());
   } else if (command == kAdd) {
     int64_t total = 0;
     if (const IoResult got = recv_all(socket_, &total, sizeof total, deadline); got != IoResult::ok)
-      fail(got, "reading");
+      fail(got, "reading", key, server_wait + timeout_);
     append(reply, total);
   }
   return reply;
@@ -190,6 +217,23 @@ void TcpStore::set(const std::string& key, const std::vector<char>& value) {
   append_bytes(request, value.data(), value.size());
   SG_CHECK(call(request, key)[0] == 1, "TcpStore: the store at ", address_, " refused key '", key,
            "': it already holds its limit of ", limits_.max_held_bytes, " bytes");
+}
+
+// Note [Marks that do not wait]
+void TcpStore::set_without_waiting(const std::string& key, const std::vector<char>& value) {
+  check_key(key, limits_, address_);
+  SG_CHECK(value.size() <= limits_.max_value_bytes, "TcpStore: the value for key '", key, "' is ", value.size(),
+           " bytes; the store at ", address_, " takes values of at most ", limits_.max_value_bytes, " bytes");
+  std::vector<char> request = request_for(kSet, key);
+  append_bytes(request, value.data(), value.size());
+  std::lock_guard<std::mutex> lock(mutex_);
+  SG_CHECK(broken_.empty(), "TcpStore: the connection to the store at ", address_, " is unusable (request for key '",
+           key, "'): ", broken_);
+  collect_unanswered_set();
+  if (const IoResult sent = send_all(socket_, request.data(), request.size(), Deadline::after(timeout_));
+      sent != IoResult::ok)
+    fail(sent, "sending the request for", key, timeout_);
+  unanswered_set_ = key;
 }
 
 std::vector<char> TcpStore::get(const std::string& key) {

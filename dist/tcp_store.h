@@ -21,6 +21,8 @@
 #include <string>
 #include <vector>
 
+#include "dist/socket_io.h"
+
 namespace sg::dist {
 
 class TcpStoreServer;
@@ -51,6 +53,11 @@ public:
   TcpStore& operator=(const TcpStore&) = delete;
 
   void set(const std::string& key, const std::vector<char>& value);
+  // set without waiting for the store's answer: the request goes out now, and the answer is read
+  // (and a refusal thrown) at the next call on this connection. The server handles one
+  // connection's requests in order, so anything this rank asks later sees the key set. For marks
+  // written before every collective (Note [Marks that do not wait] in dist/tcp_store.cpp).
+  void set_without_waiting(const std::string& key, const std::vector<char>& value);
   // Waits until `key` exists, then returns its value.
   std::vector<char> get(const std::string& key);
   void wait(const std::vector<std::string>& keys);  // until every key exists
@@ -81,12 +88,19 @@ private:
   // the server may hold the reply back (a get's wait).
   std::vector<char> call(const std::vector<char>& request, const std::string& key,
                          std::chrono::milliseconds server_wait = std::chrono::milliseconds(0));
+  // Under the lock: marks the connection unusable (a reply that came late would be read as the
+  // answer to the next request) and throws an sg::Error that says what failed, `when` doing what
+  // about `key`, after waiting `waited`.
+  [[noreturn]] void fail(IoResult result, const char* when, const std::string& key, std::chrono::milliseconds waited);
+  // Under the lock: reads the answer to the last set_without_waiting, if it is still unread.
+  void collect_unanswered_set();
 
   std::unique_ptr<TcpStoreServer> server_;
   std::string address_;
   int socket_ = -1;
   std::mutex mutex_;
-  std::string broken_;  // why the connection is unusable; empty while it works
+  std::string broken_;          // why the connection is unusable; empty while it works
+  std::string unanswered_set_;  // the key of a set_without_waiting whose answer is unread, or empty
   std::chrono::milliseconds timeout_;
   TcpStoreLimits limits_;
 };

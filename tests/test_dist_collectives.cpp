@@ -135,13 +135,19 @@ TEST_CASE("a frozen rank 0, which hosts the store, makes the others fail within 
 }
 
 TEST_CASE("a rank that never reaches a collective: the others time out naming it and the collective") {
-  const auto result = test::run_ranks(SG_DIST_WORKER_COLLECTIVES, 2, {"late"}, {{"SG_DIST_TIMEOUT", "1"}});
-  INFO(result.summary());
-  CHECK(result.exit_code(0) == 3);
-  CHECK(test::contains(result.output(0), "all_reduce(SUM) #0 on f32[10]"));
-  CHECK(test::contains(result.output(0), "rank(s) 1 never reached collective #0"));
-  CHECK(test::contains(result.output(0),
-                       "rank(s) 1 still hold their store connection but did not fail with it"));  // late, not dead
+  // The marks of who started what live in the shared-memory segments, or (SG_SHM_ALLREDUCE=0) in
+  // the store (Note [Marks in the segments] in dist/shm_all_reduce.cpp).
+  for (const char* shared_memory : {"1", "0"}) {
+    CAPTURE(shared_memory);
+    const auto result = test::run_ranks(SG_DIST_WORKER_COLLECTIVES, 2, {"late"},
+                                        {{"SG_DIST_TIMEOUT", "1"}, {"SG_SHM_ALLREDUCE", shared_memory}});
+    INFO(result.summary());
+    CHECK(result.exit_code(0) == 3);
+    CHECK(test::contains(result.output(0), "all_reduce(SUM) #0 on f32[10]"));
+    CHECK(test::contains(result.output(0), "rank(s) 1 never reached collective #0"));
+    CHECK(test::contains(result.output(0),
+                         "rank(s) 1 still hold their store connection but did not fail with it"));  // late, not dead
+  }
 }
 
 TEST_CASE("a rank done with its part of a failed collective is named as gone on, not as lost") {

@@ -441,6 +441,32 @@ TEST_CASE("keys and values over the limits are refused by the client, naming the
   CHECK(store.server.get("key0").size() == 8);
 }
 
+// Note [Marks that do not wait] in dist/tcp_store.cpp.
+TEST_CASE("set_without_waiting is seen by every later request, and its answer is read by the next one") {
+  Store store;
+  auto client = store.client();
+  // Many in a row: each reads the answer of the one before, so none pile up in the socket.
+  for (int i = 0; i < 20000; ++i) client->set_without_waiting("started/1", bytes(std::to_string(i)));
+  CHECK(store.server.get("started/1") == bytes("19999"));  // another connection: the server took them in order
+  CHECK(client->get("started/1") == bytes("19999"));
+  client->set_without_waiting("mark", bytes("m"));
+  CHECK(client->add("counter", 3) == 3);  // the next request of any kind collects the answer first
+  CHECK(store.server.get("mark") == bytes("m"));
+}
+
+TEST_CASE("a set_without_waiting the store refuses is an error at the next request, naming the key") {
+  TcpStoreLimits limits;
+  limits.max_held_bytes = 1000;
+  Store store("", limits);
+  auto client = store.client();
+  client->set("big", std::vector<char>(800, 'x'));
+  client->set_without_waiting("other", std::vector<char>(800, 'y'));  // sent; the refusal is still unread
+  CHECK_THROWS_WITH_AS(client->check({"big"}), doctest::Contains("refused key 'other': it already holds its limit of"),
+                       Error);
+  CHECK(client->check({"big"}));  // the connection works on
+  CHECK_FALSE(client->check({"other"}));
+}
+
 TEST_CASE("delete_key removes a key and frees its bytes for new ones") {
   TcpStoreLimits limits;
   limits.max_held_bytes = 1000;
