@@ -168,15 +168,13 @@ void TcpStore::collect_unanswered_set() {
   uint8_t status = 0;
   if (const IoResult got = recv_all(socket_, &status, 1, Deadline::after(timeout_)); got != IoResult::ok)
     fail(got, "waiting for the reply about", key, timeout_);
-  SG_CHECK(status == 1, "TcpStore: the store at ", address_, " refused key '", key, "': it already holds its limit of ",
-           limits_.max_held_bytes, " bytes");
+  check_set_taken(status, key);
 }
 
 std::vector<char> TcpStore::call(const std::vector<char>& request, const std::string& key,
                                  std::chrono::milliseconds server_wait) {
   std::lock_guard<std::mutex> lock(mutex_);
-  SG_CHECK(broken_.empty(), "TcpStore: the connection to the store at ", address_, " is unusable (request for key '",
-           key, "'): ", broken_);
+  check_usable(key);
   collect_unanswered_set();
   const Deadline deadline = Deadline::after(server_wait + timeout_);
   uint8_t status = 0;
@@ -209,26 +207,34 @@ void check_key(const std::string& key, const TcpStoreLimits& limits, const std::
 }
 }  // namespace
 
-void TcpStore::set(const std::string& key, const std::vector<char>& value) {
+std::vector<char> TcpStore::set_request(const std::string& key, const std::vector<char>& value) const {
   check_key(key, limits_, address_);
   SG_CHECK(value.size() <= limits_.max_value_bytes, "TcpStore: the value for key '", key, "' is ", value.size(),
            " bytes; the store at ", address_, " takes values of at most ", limits_.max_value_bytes, " bytes");
   std::vector<char> request = request_for(kSet, key);
   append_bytes(request, value.data(), value.size());
-  SG_CHECK(call(request, key)[0] == 1, "TcpStore: the store at ", address_, " refused key '", key,
-           "': it already holds its limit of ", limits_.max_held_bytes, " bytes");
+  return request;
+}
+
+void TcpStore::check_set_taken(uint8_t status, const std::string& key) const {
+  SG_CHECK(status == 1, "TcpStore: the store at ", address_, " refused key '", key, "': it already holds its limit of ",
+           limits_.max_held_bytes, " bytes");
+}
+
+void TcpStore::check_usable(const std::string& key) const {
+  SG_CHECK(broken_.empty(), "TcpStore: the connection to the store at ", address_, " is unusable (request for key '",
+           key, "'): ", broken_);
+}
+
+void TcpStore::set(const std::string& key, const std::vector<char>& value) {
+  check_set_taken(static_cast<uint8_t>(call(set_request(key, value), key)[0]), key);
 }
 
 // Note [Marks that do not wait]
 void TcpStore::set_without_waiting(const std::string& key, const std::vector<char>& value) {
-  check_key(key, limits_, address_);
-  SG_CHECK(value.size() <= limits_.max_value_bytes, "TcpStore: the value for key '", key, "' is ", value.size(),
-           " bytes; the store at ", address_, " takes values of at most ", limits_.max_value_bytes, " bytes");
-  std::vector<char> request = request_for(kSet, key);
-  append_bytes(request, value.data(), value.size());
+  const std::vector<char> request = set_request(key, value);
   std::lock_guard<std::mutex> lock(mutex_);
-  SG_CHECK(broken_.empty(), "TcpStore: the connection to the store at ", address_, " is unusable (request for key '",
-           key, "'): ", broken_);
+  check_usable(key);
   collect_unanswered_set();
   if (const IoResult sent = send_all(socket_, request.data(), request.size(), Deadline::after(timeout_));
       sent != IoResult::ok)

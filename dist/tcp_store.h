@@ -94,6 +94,12 @@ private:
   [[noreturn]] void fail(IoResult result, const char* when, const std::string& key, std::chrono::milliseconds waited);
   // Under the lock: reads the answer to the last set_without_waiting, if it is still unread.
   void collect_unanswered_set();
+  // The request that sets `key` to `value`, once both are checked against the limits.
+  std::vector<char> set_request(const std::string& key, const std::vector<char>& value) const;
+  // Throws unless `status`, the answer to a set of `key`, says the store took it.
+  void check_set_taken(uint8_t status, const std::string& key) const;
+  // Under the lock: throws, naming `key`, once the connection is unusable.
+  void check_usable(const std::string& key) const;
 
   std::unique_ptr<TcpStoreServer> server_;
   std::string address_;
