@@ -113,16 +113,14 @@ Tensor product(const Tensor& a, const Tensor& b, double alpha = 1.0) {
 // GEMM writes straight into it (Note [A gradient written where it lands] in autograd/engine.cpp).
 Tensor matrix_gradient(const Tensor& a_rows, const Tensor& g_rows, const Tensor& b, double alpha, size_t b_input) {
   const bool transposed = b.stride(0) == 1 && b.stride(1) != 1;
+  const Tensor left = transposed ? g_rows.t() : a_rows.t(), right = transposed ? a_rows : g_rows;
   const Tensor home = autograd::gradient_home(b_input, b.sizes(), g_rows);
-  if (home.defined() && (transposed ? home.t() : home).is_contiguous()) {
-    if (transposed) {
-      kernels::gemm(home.t(), g_rows.t(), a_rows, alpha);
-    } else {
-      kernels::gemm(home, a_rows.t(), g_rows, alpha);
-    }
-    return home;
-  }
-  return transposed ? product(g_rows.t(), a_rows, alpha).t() : product(a_rows.t(), g_rows, alpha);
+  const Tensor home_as_result = home.defined() ? (transposed ? home.t() : home) : Tensor();
+  const Tensor result = home_as_result.defined() && home_as_result.is_contiguous()
+                            ? home_as_result
+                            : empty({left.size(0), right.size(1)}, {g_rows.dtype(), g_rows.device()});
+  kernels::gemm(result, left, right, alpha);
+  return transposed ? result.t() : result;
 }
 
 // d(alpha a @ b)/da = alpha g @ b^T and d(alpha a @ b)/db = alpha a^T @ g, matrix by matrix; each

@@ -15,9 +15,10 @@
 //   - the bucket view (after zero_grad(set_to_none = false), or while gradients accumulate): the
 //     autograd engine adds the new gradient into .grad in place, that is into the bucket: no copy;
 //   - undefined (after zero_grad(), whose set_to_none is true by default, as in PyTorch): a
-//     backward function that asks (conv2d's weight) writes the gradient straight into the view,
-//     each parameter's grad_home (Note [A gradient written where it lands] in
-//     autograd/engine.cpp), and .grad is the view already. Otherwise the engine adopts the freshly
+//     backward function that asks (conv2d's weight, a matrix product's second operand, a Linear's
+//     weight through its .t()) writes the gradient straight into the view, each parameter's
+//     grad_home (Note [A gradient written where it lands] in autograd/engine.cpp), and .grad is
+//     the view already. Otherwise the engine adopts the freshly
 //     computed gradient as .grad; the hook copies it into the bucket once and points .grad back at
 //     the view, as PyTorch does (zeroing the view and adding into it instead would cost at least
 //     as much as the copy);
