@@ -385,6 +385,9 @@ WorkPtr ProcessGroupGloo::start_broadcast(Tensor& tensor, int root) {
   return enqueue({CollectiveOp::broadcast, -1, static_cast<int>(t.dtype()), root, t.sizes()},
                  [this, t, root, timeout](uint32_t tag) {
                    if (t.numel() == 0) return barrier_now(tag, timeout);
+                   // Through shared memory when the group has it: DDP broadcasts the buffers every
+                   // step, and Gloo's TCP costs each rank a few thread wake-ups per message.
+                   if (shared_memory_) return shared_memory_->broadcast(bytes_of(t), nbytes_of(t), root, timeout);
                    gloo::BroadcastOptions options(context_);
                    options.setOutput(bytes_of(t), nbytes_of(t));
                    options.setRoot(root);

@@ -28,10 +28,12 @@
 // its all-reduce of ResNet34's 85 MB of gradients takes 92 ms between two ranks on this
 // project's 2-vCPU machine (0.97 GB/s, `bench_allreduce`), CPU time taken from the backward pass
 // it overlaps. When every rank of a group runs on one machine, all_reduce goes through shared
-// memory instead; every other collective stays Gloo's. A group that spans machines uses it among
-// each machine's ranks (Note [A hierarchical all-reduce across machines]).
+// memory instead, and so do broadcast and the flat reduce_scatter_tensor and
+// all_gather_into_tensor; every other collective stays Gloo's. A group that spans machines uses
+// the all-reduce among each machine's ranks (Note [A hierarchical all-reduce across machines]).
 //
-// Each rank maps a segment of its own and everyone else's: a header (two counters and its pid),
+// Each rank maps a segment of its own and everyone else's: a header (two counters, its pid, and
+// which collective of what size it is in, checked against the others' as they arrive),
 // an input area of kChunkBytes and two output areas. A tensor is reduced in rounds of one chunk:
 //   1. each rank copies its chunk into its input area and raises its `arrived` counter;
 //   2. once every rank has arrived, rank r reduces the r-th slice of the chunk over all the
@@ -96,8 +98,9 @@ struct SharedMemoryAllReduce::Header {
   alignas(64) std::atomic<uint32_t> reduced{0};
   alignas(64) pid_t pid = 0;
   uint64_t group = 0;  // the group's random id (Note [Segments with no name])
-  // The all-reduce in progress, to catch ranks that disagree: its size, and for one in place the
-  // buffer's id (0: none) and the offset in it.
+  // The collective in progress, to catch ranks that disagree: which one, its size, and for an
+  // all-reduce in place the buffer's id (0: none) and the offset in it.
+  Call call_kind = Call::all_reduce;
   uint64_t call_bytes = 0, call_buffer = 0, call_offset = 0;
   // The last collective of the group this rank started (Note [Marks in the segments]); -1: none.
   std::atomic<int64_t> started{-1};
@@ -365,18 +368,39 @@ void SharedMemoryAllReduce::raise_and_wait_for_everyone(Stage stage, uint32_t ro
   }
 }
 
-void SharedMemoryAllReduce::announce_call(uint64_t bytes, uint64_t buffer, uint64_t offset) {
+void SharedMemoryAllReduce::announce_call(Call kind, uint64_t bytes, uint64_t buffer, uint64_t offset) {
   Header& mine = header(rank_);
+  mine.call_kind = kind;
   mine.call_bytes = bytes;
   mine.call_buffer = buffer;
   mine.call_offset = offset;
 }
 
+namespace {
+
+const char* verb(SharedMemoryAllReduce::Call kind) {
+  switch (kind) {
+    case SharedMemoryAllReduce::Call::all_reduce: return "all-reduces";
+    case SharedMemoryAllReduce::Call::broadcast: return "broadcasts";
+    case SharedMemoryAllReduce::Call::reduce_scatter: return "reduce-scatters";
+    case SharedMemoryAllReduce::Call::all_gather: return "all-gathers";
+  }
+  return "?";
+}
+
+}  // namespace
+
 void SharedMemoryAllReduce::check_same_call(int r) const {
   const Header &theirs = header(r), &mine = header(rank_);
+  // Two collectives of the same size but different kinds would read each other's bytes as their
+  // own: silent garbage, where Gloo's TCP would have timed out.
+  if (theirs.call_kind != mine.call_kind)
+    throw std::runtime_error(detail::concat("rank ", group_rank(r), " ", verb(theirs.call_kind), ", rank ",
+                                            group_rank(rank_), " ", verb(mine.call_kind),
+                                            ": every rank must call the same collective"));
   if (theirs.call_bytes != mine.call_bytes)
-    throw std::runtime_error(detail::concat("rank ", group_rank(r), " all-reduces ", theirs.call_bytes, " bytes, rank ",
-                                            group_rank(rank_), " ", mine.call_bytes,
+    throw std::runtime_error(detail::concat("rank ", group_rank(r), " ", verb(mine.call_kind), " ", theirs.call_bytes,
+                                            " bytes, rank ", group_rank(rank_), " ", mine.call_bytes,
                                             ": every rank must pass the same shape and dtype"));
   const auto where = [](const Header& h) {
     return h.call_buffer == 0 ? std::string("memory of its own")
@@ -465,7 +489,7 @@ void SharedMemoryAllReduce::all_reduce_through_segments(char* data, size_t count
                                                         const ReduceFunction& reduce, const FinishFunction& finish,
                                                         std::chrono::steady_clock::time_point deadline) {
   const size_t per_round = kChunkBytes / element_size;
-  announce_call(count * element_size, 0, 0);
+  announce_call(Call::all_reduce, count * element_size, 0, 0);
   for (size_t first = 0; first < count; first += per_round) {
     const size_t n = std::min(per_round, count - first);
     char* chunk = data + first * element_size;
@@ -497,7 +521,7 @@ void SharedMemoryAllReduce::all_reduce_in_place(const SharedBuffer& buffer, size
   const auto data_of = [&](int r) { return buffer.parts[static_cast<size_t>(r)] + offset; };
   const auto slice_begin = [&](int r) { return count * static_cast<size_t>(r) / static_cast<size_t>(size_); };
   const uint32_t round = ++round_;
-  announce_call(count * element_size, buffer.id, offset);
+  announce_call(Call::all_reduce, count * element_size, buffer.id, offset);
   raise_and_wait_for_everyone(Stage::arrived, round, deadline);
   // Our slice, a block at a time through the scratch area: our own data is one of the operands,
   // so the sum may overwrite it only once every rank's part of the block is added.
@@ -520,7 +544,7 @@ void SharedMemoryAllReduce::all_reduce_in_place(const SharedBuffer& buffer, size
 // (its input area is then free again), which keeps the reuse rules of all_reduce's rounds.
 void SharedMemoryAllReduce::broadcast(void* data, size_t bytes, int root, std::chrono::milliseconds timeout) {
   const auto deadline = std::chrono::steady_clock::now() + timeout;
-  announce_call(bytes, 0, 0);
+  announce_call(Call::broadcast, bytes, 0, 0);
   for (size_t first = 0; first < bytes; first += kChunkBytes) {
     const size_t n = std::min(kChunkBytes, bytes - first);
     char* chunk = static_cast<char*>(data) + first;
@@ -556,7 +580,7 @@ void SharedMemoryAllReduce::reduce_scatter(const void* input, void* output, size
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   const auto* in = static_cast<const char*>(input);
   const size_t per_round = kChunkBytes / element_size / static_cast<size_t>(size_);
-  announce_call(count * element_size * static_cast<size_t>(size_), 0, 0);
+  announce_call(Call::reduce_scatter, count * element_size * static_cast<size_t>(size_), 0, 0);
   for (size_t first = 0; first < count; first += per_round) {
     const size_t n = std::min(per_round, count - first), piece = n * element_size;
     char* out = static_cast<char*>(output) + first * element_size;
@@ -577,7 +601,7 @@ void SharedMemoryAllReduce::reduce_scatter(const void* input, void* output, size
 void SharedMemoryAllReduce::all_gather(const void* input, void* output, size_t bytes,
                                        std::chrono::milliseconds timeout) {
   const auto deadline = std::chrono::steady_clock::now() + timeout;
-  announce_call(bytes, 0, 0);
+  announce_call(Call::all_gather, bytes, 0, 0);
   for (size_t first = 0; first < bytes; first += kChunkBytes) {
     const size_t n = std::min(kChunkBytes, bytes - first);
     const auto fill = [&] { std::memcpy(this->input(rank_), static_cast<const char*>(input) + first, n); };

@@ -98,6 +98,9 @@ public:
   // The bytes each rank's segment carries per round (the chunk size).
   static constexpr size_t kChunkBytes = size_t{4} << 20;
 
+  // The collectives, as a rank's header names the one it is in.
+  enum class Call : uint32_t { all_reduce, broadcast, reduce_scatter, all_gather };
+
 private:
   struct Header;
   struct SharedBuffer;
@@ -115,8 +118,9 @@ private:
   void raise_and_wait_for_everyone(Stage stage, uint32_t round, std::chrono::steady_clock::time_point deadline);
   // Waits until rank r's counter of `stage` reaches `round`.
   void wait_for(int r, Stage stage, uint32_t round, std::chrono::steady_clock::time_point deadline) const;
-  // Says in our header what this call reduces: its bytes, and where it lies when in a shared buffer.
-  void announce_call(uint64_t bytes, uint64_t buffer, uint64_t offset);
+  // Says in our header which collective this call is, its bytes, and where it lies when in a
+  // shared buffer.
+  void announce_call(Call kind, uint64_t bytes, uint64_t buffer, uint64_t offset);
   // Throws unless member r's call is the same as ours.
   void check_same_call(int r) const;
   // The live shared buffer holding [data, data + bytes) on this rank, or null.

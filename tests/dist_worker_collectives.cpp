@@ -237,6 +237,10 @@ int main(int argc, char** argv) {
       Tensor a = ones({10}), b = ones({4});
       if (group.rank() == 0) group.all_reduce(a)->wait();
       else group.broadcast(b, 0)->wait();
+    } else if (scenario == "mismatch_same_bytes") {
+      Tensor t = ones({10});
+      if (group.rank() == 0) group.all_reduce(t)->wait();
+      else group.broadcast(t, 0)->wait();
     } else if (scenario == "set_timeout_while_running") {
       // Under SG_DIST_DEBUG the communication thread reads the timeout for every fingerprint
       // exchange while this thread changes it: the values must still come out right (and TSan

@@ -179,6 +179,19 @@ TEST_CASE("SG_DIST_DEBUG: ranks calling different collectives all fail, showing 
   }
 }
 
+TEST_CASE("without SG_DIST_DEBUG, an all_reduce met by a broadcast of as many bytes fails on shared memory") {
+  // Both travel through the shared-memory segments, whose headers name the collective: rank 1, which
+  // reads rank 0's header first, says which two met, where they would otherwise read each other's
+  // bytes. Rank 0 then fails waiting for rank 1.
+  const auto result =
+      test::run_ranks(SG_DIST_WORKER_COLLECTIVES, 2, {"mismatch_same_bytes"}, {{"SG_DIST_TIMEOUT", "2"}});
+  INFO(result.summary());
+  CHECK(result.exit_code(0) == 3);
+  CHECK(result.exit_code(1) == 3);
+  CHECK(test::contains(result.output(1),
+                       "rank 0 all-reduces, rank 1 broadcasts: every rank must call the same collective"));
+}
+
 TEST_CASE("set_timeout while collectives run under SG_DIST_DEBUG: values stay right and the new timeout governs") {
   const auto result =
       test::run_ranks(SG_DIST_WORKER_COLLECTIVES, 2, {"set_timeout_while_running"}, {{"SG_DIST_DEBUG", "1"}});

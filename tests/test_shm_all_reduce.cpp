@@ -267,3 +267,16 @@ TEST_CASE("shared-memory all-reduce: a rank that does not come, or brings anothe
   CHECK(mismatch[0] == "rank 1 all-reduces 48 bytes, rank 0 40: every rank must pass the same shape and dtype");
   CHECK(mismatch[1] == "rank 0 all-reduces 40 bytes, rank 1 48: every rank must pass the same shape and dtype");
 }
+
+TEST_CASE("shared-memory collectives: ranks that call different ones of the same size are told which") {
+  const auto errors = on_threads(2, [&](int rank, TcpStore& store) {
+    auto shm = connect(store, rank, 2);
+    std::vector<float> data(10, 1.0f);
+    if (rank == 0) shm->all_reduce(data.data(), data.size(), sizeof(float), add_floats, 500ms);
+    else shm->broadcast(data.data(), data.size() * sizeof(float), /*root=*/0, 500ms);
+  });
+  // Rank 1, not the root, waits for rank 0 to arrive and reads its header before it arrives
+  // itself, so rank 1 is the one that says it; rank 0 then waits in vain for rank 1.
+  CHECK(errors[1] == "rank 0 all-reduces, rank 1 broadcasts: every rank must call the same collective");
+  CHECK(errors[0] == "rank 1 did not arrive at the shared-memory all-reduce in time");
+}
