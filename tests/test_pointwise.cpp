@@ -712,8 +712,8 @@ TEST_CASE("sum over leading dims matches the definition on odd shapes, views, br
   const Tensor wide64 = rand({130, 1100}, {DType::f64}, &generator) - 0.5;
   for (DType dtype : {DType::f64, DType::f32, DType::bf16}) {
     const Tensor x = x64.to(dtype), cube = cube64.to(dtype), wide = wide64.to(dtype);
-    // All but the last two keep one unit-stride block, so their rows are added in place (Note
-    // [Sums over leading dims]); the last two reduce as rows.
+    // All but the last keep one block of a constant stride, so their rows are added in place
+    // (Note [Sums over leading dims]); the last, a transpose, reduces as rows.
     const std::vector<std::pair<Tensor, Shape>> cases = {
         {x, {0}},
         {cube, {0, 1}},
@@ -725,7 +725,9 @@ TEST_CASE("sum over leading dims matches the definition on odd shapes, views, br
         {cube.permute({2, 0, 1}), {1, 2}},             // the kept dim first in order, innermost in memory
         {x.slice(0, 0, 1, 1).expand({250, 37}), {0}},  // a broadcast row: stride 0
         {x.slice(1, 0, 37, 2), {0}},                   // kept columns with stride 2
-        {x.t(), {0}},                                  // a kept dim with stride 37
+        {wide.slice(1, 1, 1100, 2), {0}},              // the same over several column chunks
+        {cube.slice(2, 0, 67, 3), {0, 1}},             // stride 3 under two reduced dims
+        {x.t(), {0}},                                  // a kept dim with stride 37: rows interleave
     };
     // The kernel adds in double in its own order and rounds once: within an f64 rounding error of
     // the definition's sum in f64, and within half an ulp (here: one) of it in f32 and bf16.

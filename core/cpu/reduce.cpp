@@ -177,20 +177,25 @@ Best<opmath_t<in_t>> extremum_of_block(Extremum which, const in_t* row, int64_t 
 // blocks' partial sums are added in block order. Threads take (block, column chunk) items, so
 // they decide who computes what but not the order of any addition: any thread count gives the
 // same bits.
+// The kept block may also have a constant stride (every other column of a wider tensor, say),
+// as long as each row's columns lie within its own stretch of memory, before the next row's
+// (or rows are broadcast, stride 0): reading rows in order then still walks memory forward. A block whose rows
+// interleave (a transpose: the reduced dim is the contiguous one) reduces as rows, which there need no copy.
 constexpr int64_t kColumnChunk = 512;  // the accumulators of one item: 4 KB of doubles, in L1
 constexpr int64_t kMaxRowBlocks = 8, kMinRowsPerBlock = 64;
 
 int64_t row_blocks_for(int64_t rows) { return std::clamp<int64_t>(rows / kMinRowsPerBlock, 1, kMaxRowBlocks); }
 
-// The input as [rows, columns]: the kept dims are `columns` consecutive elements, and row r (a
-// position in the reduced dims, row-major) starts `row_offsets.get(r)` bytes into the input.
+// The input as [rows, columns]: the kept dims are `columns` elements `column_stride` apart, and
+// row r (a position in the reduced dims, row-major) starts `row_offsets.get(r)` bytes into the
+// input.
 struct ColumnLayout {
-  int64_t rows = 1, columns = 1;
+  int64_t rows = 1, columns = 1, column_stride = 0;
   StridedOffsets<1> row_offsets;
 };
 
-// The layout when the kept dims are one unit-stride block of at least two elements; nullopt
-// otherwise (then the reduction runs as rows).
+// The layout when the kept dims are one block of at least two elements with a constant stride,
+// each row's within its own stretch of memory; nullopt otherwise (then the reduction runs as rows).
 std::optional<ColumnLayout> as_columns(const Tensor& in, const Shape& dims) {
   if (in.numel() == 0) return std::nullopt;
   std::vector<bool> reduced(in.dim(), false);
@@ -200,7 +205,8 @@ std::optional<ColumnLayout> as_columns(const Tensor& in, const Shape& dims) {
   for (int64_t d = in.dim() - 1; d >= 0; --d) {
     if (in.size(d) == 1) continue;
     if (!reduced[d]) {
-      if (in.stride(d) != layout.columns) return std::nullopt;  // not the next step of one block
+      if (layout.column_stride == 0) layout.column_stride = in.stride(d);                   // the innermost kept dim
+      else if (in.stride(d) != layout.column_stride * layout.columns) return std::nullopt;  // not one block
       layout.columns *= in.size(d);
     } else if (!row_sizes.empty() && in.stride(d) == row_strides.back() * row_sizes.back()) {
       row_sizes.back() *= in.size(d);  // one dim with the inner one's stride
@@ -209,7 +215,10 @@ std::optional<ColumnLayout> as_columns(const Tensor& in, const Shape& dims) {
       row_strides.push_back(in.stride(d));
     }
   }
-  if (layout.columns < 2 || static_cast<int64_t>(row_sizes.size()) > kMaxStridedDims) return std::nullopt;
+  if (layout.columns < 2 || layout.column_stride < 1 || static_cast<int64_t>(row_sizes.size()) > kMaxStridedDims)
+    return std::nullopt;
+  for (int64_t stride : row_strides)
+    if (stride != 0 && stride < layout.column_stride * layout.columns) return std::nullopt;  // rows interleave
   std::reverse(row_sizes.begin(), row_sizes.end());
   std::reverse(row_strides.begin(), row_strides.end());
   std::array<std::vector<int64_t>, 1> row_byte_strides;
@@ -227,8 +236,13 @@ void add_rows(const ColumnLayout& layout, const in_t* data, int64_t first_row, i
   for (int64_t r = first_row; r < last_row; ++r) {
     int64_t offset[1];
     layout.row_offsets.get(r, offset);
-    const in_t* row = reinterpret_cast<const in_t*>(reinterpret_cast<const char*>(data) + offset[0]) + first_column;
-    for (int64_t c = 0; c < width; ++c) sums[c] += widen<acc_t>(row[c]);
+    const int64_t stride = layout.column_stride;
+    const in_t* row =
+        reinterpret_cast<const in_t*>(reinterpret_cast<const char*>(data) + offset[0]) + first_column * stride;
+    if (stride == 1)  // the usual case, a loop the compiler vectorises
+      for (int64_t c = 0; c < width; ++c) sums[c] += widen<acc_t>(row[c]);
+    else
+      for (int64_t c = 0; c < width; ++c) sums[c] += widen<acc_t>(row[c * stride]);
   }
 }
 
