@@ -138,6 +138,17 @@ void raise_counter(std::atomic<uint32_t>& word, uint32_t round) {
   ::syscall(SYS_futex, reinterpret_cast<uint32_t*>(&word), FUTEX_WAKE, INT_MAX, nullptr, nullptr, 0);
 }
 
+// The collective as the errors name it ("all-reduce"; "all-reduces" with an s).
+std::string name_of(SharedMemoryAllReduce::Call kind) {
+  switch (kind) {
+    case SharedMemoryAllReduce::Call::all_reduce: return "all-reduce";
+    case SharedMemoryAllReduce::Call::broadcast: return "broadcast";
+    case SharedMemoryAllReduce::Call::reduce_scatter: return "reduce-scatter";
+    case SharedMemoryAllReduce::Call::all_gather: return "all-gather";
+  }
+  return "collective";
+}
+
 // A process that exited but is not reaped yet (a zombie) still answers kill(pid, 0).
 bool process_alive(pid_t pid) {
   if (::kill(pid, 0) != 0 && errno == ESRCH) return false;
@@ -342,11 +353,12 @@ void SharedMemoryAllReduce::wait_for(int r, Stage stage, uint32_t round,
     if (now >= deadline)
       throw std::runtime_error(detail::concat("rank ", group_rank(r), " did not ",
                                               stage == Stage::arrived ? "arrive at" : "finish its part of",
-                                              " the shared-memory all-reduce in time"));
+                                              " the shared-memory ", name_of(header(rank_).call_kind), " in time"));
     if (now >= next_look) {
       if (!process_alive(pids_[static_cast<size_t>(r)]))
         throw std::runtime_error(detail::concat("rank ", group_rank(r), " (pid ", pids_[static_cast<size_t>(r)],
-                                                ") exited during the shared-memory all-reduce"));
+                                                ") exited during the shared-memory ",
+                                                name_of(header(rank_).call_kind)));
       next_look = now + std::chrono::milliseconds(100);
     }
     futex_wait(counter, seen, std::chrono::milliseconds(10));
@@ -376,31 +388,17 @@ void SharedMemoryAllReduce::announce_call(Call kind, uint64_t bytes, uint64_t bu
   mine.call_offset = offset;
 }
 
-namespace {
-
-const char* verb(SharedMemoryAllReduce::Call kind) {
-  switch (kind) {
-    case SharedMemoryAllReduce::Call::all_reduce: return "all-reduces";
-    case SharedMemoryAllReduce::Call::broadcast: return "broadcasts";
-    case SharedMemoryAllReduce::Call::reduce_scatter: return "reduce-scatters";
-    case SharedMemoryAllReduce::Call::all_gather: return "all-gathers";
-  }
-  return "?";
-}
-
-}  // namespace
-
 void SharedMemoryAllReduce::check_same_call(int r) const {
   const Header &theirs = header(r), &mine = header(rank_);
   // Two collectives of the same size but different kinds would read each other's bytes as their
   // own: silent garbage, where Gloo's TCP would have timed out.
   if (theirs.call_kind != mine.call_kind)
-    throw std::runtime_error(detail::concat("rank ", group_rank(r), " ", verb(theirs.call_kind), ", rank ",
-                                            group_rank(rank_), " ", verb(mine.call_kind),
+    throw std::runtime_error(detail::concat("rank ", group_rank(r), " ", name_of(theirs.call_kind), "s, rank ",
+                                            group_rank(rank_), " ", name_of(mine.call_kind), "s",
                                             ": every rank must call the same collective"));
   if (theirs.call_bytes != mine.call_bytes)
-    throw std::runtime_error(detail::concat("rank ", group_rank(r), " ", verb(mine.call_kind), " ", theirs.call_bytes,
-                                            " bytes, rank ", group_rank(rank_), " ", mine.call_bytes,
+    throw std::runtime_error(detail::concat("rank ", group_rank(r), " ", name_of(mine.call_kind), "s ",
+                                            theirs.call_bytes, " bytes, rank ", group_rank(rank_), " ", mine.call_bytes,
                                             ": every rank must pass the same shape and dtype"));
   const auto where = [](const Header& h) {
     return h.call_buffer == 0 ? std::string("memory of its own")

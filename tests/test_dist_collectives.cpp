@@ -155,6 +155,8 @@ TEST_CASE("a rank done with its part of a failed collective is named as gone on,
   INFO(result.summary());
   CHECK(result.exit_code(0) == 3);
   CHECK(test::contains(result.output(0), "broadcast(root 0) #0 on f32[10]"));
+  // The root waits in the shared-memory broadcast for every rank to have copied its data.
+  CHECK(test::contains(result.output(0), "rank 2 did not finish its part of the shared-memory broadcast in time"));
   CHECK(test::contains(result.output(0), "rank(s) 2 never reached collective #0"));
   CHECK(test::contains(result.output(0), "rank(s) 1 finished their part of collective #0 and went on to a later one"));
   CHECK(test::contains(result.output(0), "rank(s) 2 still hold their store connection"));
