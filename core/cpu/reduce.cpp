@@ -178,9 +178,10 @@ Best<opmath_t<in_t>> extremum_of_block(Extremum which, const in_t* row, int64_t 
 // they decide who computes what but not the order of any addition: any thread count gives the
 // same bits.
 // The kept block may also have a constant stride (every other column of a wider tensor, say),
-// as long as each row's columns lie within its own stretch of memory, before the next row's
-// (or rows are broadcast, stride 0): reading rows in order then still walks memory forward. A block whose rows
-// interleave (a transpose: the reduced dim is the contiguous one) reduces as rows, which there need no copy.
+// as long as each row's columns lie within its own stretch of memory, before the next row's (or
+// the rows are broadcast, stride 0): reading the rows in order still walks memory forward. A
+// block whose rows interleave (a transpose: the reduced dim is the contiguous one) reduces as
+// rows, which there need no copy.
 constexpr int64_t kColumnChunk = 512;  // the accumulators of one item: 4 KB of doubles, in L1
 constexpr int64_t kMaxRowBlocks = 8, kMinRowsPerBlock = 64;
 
@@ -205,8 +206,9 @@ std::optional<ColumnLayout> as_columns(const Tensor& in, const Shape& dims) {
   for (int64_t d = in.dim() - 1; d >= 0; --d) {
     if (in.size(d) == 1) continue;
     if (!reduced[d]) {
-      if (layout.column_stride == 0) layout.column_stride = in.stride(d);                   // the innermost kept dim
-      else if (in.stride(d) != layout.column_stride * layout.columns) return std::nullopt;  // not one block
+      // The innermost kept dim sets the stride; each one outside it must continue the block.
+      if (layout.column_stride == 0) layout.column_stride = in.stride(d);
+      else if (in.stride(d) != layout.column_stride * layout.columns) return std::nullopt;
       layout.columns *= in.size(d);
     } else if (!row_sizes.empty() && in.stride(d) == row_strides.back() * row_sizes.back()) {
       row_sizes.back() *= in.size(d);  // one dim with the inner one's stride
