@@ -11,6 +11,7 @@
 #include "core/factory.h"
 #include "core/kernels/conv.h"
 #include "core/kernels/pool.h"
+#include "core/pool_math.h"
 
 namespace sg {
 
@@ -87,6 +88,23 @@ Shape pool_output_shape(const char* op_name, const Tensor& input, const Pool2dWi
   SG_CHECK(P > 0 && Q > 0, op_name, ": the input ", shape_str(input.sizes()), " is too small for kernel_size ",
            window.kernel_size.str(), " with padding ", window.padding.str(), " and dilation ", window.dilation.str(),
            " (the output would be ", P, " x ", Q, ")");
+  // With dilation, a window's taps can all fall on padding or step over an input narrower than
+  // the gaps between them. PyTorch then returns -inf with an index outside the window, which its
+  // backward writes through; here such a window is an error.
+  const auto check_every_window_sees_input = [&](const char* dim, int64_t outputs, int64_t size, int64_t kernel,
+                                                 int64_t stride, int64_t padding, int64_t dilation) {
+    for (int64_t o = 0; o < outputs; ++o) {
+      const math::TapRange taps = math::taps_inside(o, size, kernel, stride, padding, dilation);
+      SG_CHECK(taps.begin < taps.end, op_name, ": the window of output ", dim, " ", o, " (kernel_size ",
+               window.kernel_size.str(), ", stride ", window.stride.str(), ", padding ", window.padding.str(),
+               ", dilation ", window.dilation.str(), ") has no tap inside the input ", shape_str(input.sizes()),
+               ": every window must cover at least one input element");
+    }
+  };
+  check_every_window_sees_input("row", P, input.size(2), window.kernel_size.h, window.stride.h, window.padding.h,
+                                window.dilation.h);
+  check_every_window_sees_input("column", Q, input.size(3), window.kernel_size.w, window.stride.w, window.padding.w,
+                                window.dilation.w);
   return {input.size(0), input.size(1), P, Q};
 }
 

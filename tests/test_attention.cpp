@@ -253,6 +253,21 @@ TEST_CASE("with dropout, a row masked in one batch entry only gives 0 and adds n
   }
 }
 
+TEST_CASE("dropout_p = 1 drops every probability: the output and every gradient are 0, not NaN") {
+  const Tensor q = input({2, 3, 70, 4}), k = input({2, 3, 70, 4}), v = input({2, 3, 70, 5});
+  for (const bool causal : {false, true}) {
+    CAPTURE(causal);
+    Generator generator(5);
+    const Run got = run(
+        [&](const TensorList& in) {
+          return fused(in[0], in[1], in[2], {.causal = causal, .dropout_p = 1.0}, &generator);
+        },
+        {q, k, v}, output_weight(q, v));
+    CHECK(test::values(got.out.abs().sum())[0] == 0.0);
+    for (size_t i = 0; i < 3; ++i) CHECK(test::values(got.grads[i].abs().sum())[0] == 0.0);
+  }
+}
+
 TEST_CASE("gradcheck: the fused attention with dropout, the same seed for every evaluation") {
   const Tensor q = test::rand_input({2, 5, 3}), k = test::rand_input({2, 6, 3}), v = test::rand_input({2, 6, 4});
   CHECK_GRADCHECK(

@@ -807,6 +807,15 @@ TEST_CASE("pooling errors name the op and the sizes") {
                        "kernel_size (2, 2)",
                        Error);
   CHECK_THROWS_WITH_AS(max_pool2d(x, 7), doctest::Contains("max_pool2d: the input [1, 2, 5, 5] is too small"), Error);
+  // Dilation 3 over a width of 2: output column 0's taps, -1 and 2, both miss the input. Once
+  // allowed, its index pointed outside the window and the backward wrote past the plane.
+  CHECK_THROWS_WITH_AS(max_pool2d(randn_of({2, 1, 3, 2}), {1, 2}, 1, {0, 1}, {1, 3}),
+                       "max_pool2d: the window of output column 0 (kernel_size (1, 2), stride (1, 1), padding (0, 1), "
+                       "dilation (1, 3)) has no tap inside the input [2, 1, 3, 2]: every window must cover at least "
+                       "one input element",
+                       Error);
+  CHECK(max_pool2d(randn_of({2, 1, 3, 3}), {1, 2}, 1, {0, 1}, {1, 3}).sizes() ==
+        Shape{2, 1, 3, 2});  // taps 2 and 0 land
   CHECK_THROWS_WITH_AS(avg_pool2d(x, {0, 2}), "avg_pool2d: kernel_size must be positive, got (0, 2)", Error);
   CHECK_THROWS_WITH_AS(avg_pool2d(x, 2, 0), "avg_pool2d: stride must be positive, got (0, 0)", Error);
   CHECK_THROWS_WITH_AS(adaptive_avg_pool2d(randn_of({5, 5}), 1), doctest::Contains("got shape [5, 5]"), Error);

@@ -297,8 +297,9 @@ struct Problem {
     return bits;
   }
 
-  // What dropout multiplies a kept probability by.
-  math_t kept_scale() const { return static_cast<math_t>(1.0 / (1.0 - dropout_p)); }
+  // What dropout multiplies a kept probability by: 1 / (1 - p), or 0 when p = 1, where nothing
+  // is kept and the dropped probabilities' 0 x inf would be NaN.
+  math_t kept_scale() const { return dropout_p < 1 ? static_cast<math_t>(1.0 / (1.0 - dropout_p)) : math_t(0); }
 };
 
 // Forward of query rows [r0, r0 + rows) of matrix n: out rows and their log-sum-exp.
