@@ -65,6 +65,14 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<nn::Module> mod
   register_module("module", module_);
 
   const nn::NamedTensors named = module_->named_parameters();
+  // The buckets and the buffer broadcast live on the group's device: a model elsewhere (on a GPU
+  // under a Gloo group, or on the CPU under an NCCL one) would get gradients on another device.
+  nn::NamedTensors placed = named;
+  for (const auto& buffer : module_->named_buffers()) placed.push_back(buffer);
+  for (const auto& [name, tensor] : placed)
+    SG_CHECK(tensor.device() == group_.device(), "DistributedDataParallel: '", name, "' is on ", tensor.device().str(),
+             ", but the process group (", group_.backend_name(), ") works on ", group_.device().str(),
+             ": move the model to the group's device before wrapping it");
   check_same_parameters_everywhere(group_, named);
   // Options that differ would hang or corrupt the all-reduce: other bucket boundaries, a
   // find_unused_parameters all-reduce or a buffer broadcast on some ranks only.

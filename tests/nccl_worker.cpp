@@ -48,6 +48,13 @@ void wrong_tensors() {
       std::cout << "rank " << group.rank() << ": " << e.what() << "\n";
     }
   }
+  // A model left on the CPU under the GPU's group.
+  try {
+    dist::DistributedDataParallel ddp(test::ddp::make_mlp(7));
+    expect(false, "DistributedDataParallel accepted a CPU model under an NCCL group");
+  } catch (const Error& e) {
+    std::cout << "rank " << group.rank() << ": " << e.what() << "\n";
+  }
 }
 
 // A collective stuck behind a long queue of GPU work outlives a 1 ms timeout: the watchdog

@@ -86,6 +86,34 @@ int next_group_index() {
 
 cudaEvent_t native(const cuda::Event& event) { return static_cast<cudaEvent_t>(event.handle()); }
 
+// Whether the GPU has passed `event`. "Not ready" is an answer, not an error, but the runtime
+// may also keep it as its last error, which the next launch check would then report: cleared
+// here, as cuda::Event::query clears it.
+cudaError_t query_event(const cuda::Event& event) {
+  const cudaError_t status = cudaEventQuery(native(event));
+  if (status == cudaErrorNotReady) cudaGetLastError();
+  return status;
+}
+
+// ncclGroupStart() until end(), or until the scope is left by an exception: a group left open
+// would hold back every later NCCL call of this thread, on any communicator.
+class NcclGroup {
+public:
+  NcclGroup() { SG_NCCL_CHECK(ncclGroupStart()); }
+  NcclGroup(const NcclGroup&) = delete;
+  NcclGroup& operator=(const NcclGroup&) = delete;
+  ~NcclGroup() {
+    if (!ended_) ncclGroupEnd();  // already failing: the first error is the one reported
+  }
+  void end() {
+    ended_ = true;
+    SG_NCCL_CHECK(ncclGroupEnd());
+  }
+
+private:
+  bool ended_ = false;
+};
+
 class ProcessGroupNCCL final : public ProcessGroup {
 public:
   ProcessGroupNCCL(std::shared_ptr<TcpStore> store, int rank, int size, int device, std::chrono::milliseconds timeout,
@@ -157,7 +185,7 @@ public:
       // Polled rather than cudaEventSynchronize: when the watchdog aborts, the error set here
       // must end the wait even if the kernel never ends.
       for (;;) {
-        const cudaError_t status = cudaEventQuery(native(done_));
+        const cudaError_t status = query_event(done_);
         throw_if_failed();
         if (status == cudaSuccess) return;
         if (status != cudaErrorNotReady) SG_CUDA_CHECK(status);
@@ -173,7 +201,7 @@ public:
       std::lock_guard<std::mutex> lock(mutex_);
       if (!error_.empty()) return true;
     }
-    return cudaEventQuery(native(done_)) == cudaSuccess;
+    return query_event(done_) == cudaSuccess;
   }
 
   void set_error(const std::string& message) {
@@ -183,7 +211,7 @@ public:
 
   // Whether the GPU has passed the collective's end; errors of the query itself are the
   // watchdog's to report, as a failure of this collective.
-  cudaError_t query() const { return cudaEventQuery(native(done_)); }
+  cudaError_t query() const { return query_event(done_); }
 
   cuda::Event& ready() { return ready_; }
   cuda::Event& done() { return done_; }
@@ -443,11 +471,11 @@ WorkPtr ProcessGroupNCCL::start_gather(std::vector<Tensor>& outputs, const Tenso
     }
     SG_CUDA_CHECK(cudaMemcpyAsync(outputs[static_cast<size_t>(root)].raw_data(), input.raw_data(), bytes,
                                   cudaMemcpyDeviceToDevice, stream_));
-    SG_NCCL_CHECK(ncclGroupStart());
+    NcclGroup group;
     for (int r = 0; r < size(); ++r)
       if (r != root)
         SG_NCCL_CHECK(ncclRecv(outputs[static_cast<size_t>(r)].raw_data(), bytes, ncclUint8, r, comm_, stream_));
-    SG_NCCL_CHECK(ncclGroupEnd());
+    group.end();
   });
 }
 
@@ -465,11 +493,11 @@ WorkPtr ProcessGroupNCCL::start_scatter(Tensor& output, const std::vector<Tensor
         }
         SG_CUDA_CHECK(cudaMemcpyAsync(output.raw_data(), inputs[static_cast<size_t>(root)].raw_data(), bytes,
                                       cudaMemcpyDeviceToDevice, stream_));
-        SG_NCCL_CHECK(ncclGroupStart());
+        NcclGroup group;
         for (int r = 0; r < size(); ++r)
           if (r != root)
             SG_NCCL_CHECK(ncclSend(inputs[static_cast<size_t>(r)].raw_data(), bytes, ncclUint8, r, comm_, stream_));
-        SG_NCCL_CHECK(ncclGroupEnd());
+        group.end();
       });
 }
 

@@ -45,13 +45,16 @@ TEST_CASE("nccl: every collective, reduce op, dtype and size (0, 1, 7, 300007) g
   CHECK(result.all_succeeded());
 }
 
-TEST_CASE("nccl: a CPU tensor or a non-contiguous one is an error naming the device or the layout") {
+TEST_CASE(
+    "nccl: a CPU tensor, a non-contiguous one or a CPU model under DDP is an error naming the device or the layout") {
   const auto result = test::run_ranks(nccl_worker(), 1, {"wrong_tensors"});
   INFO(result.summary());
   CHECK(result.exit_code(0) == 0);
   CHECK(contains(result.output(0),
                  "ProcessGroupNCCL::all_reduce: tensor is on cpu; this rank's nccl group works on cuda:0"));
   CHECK(contains(result.output(0), "ProcessGroupNCCL::all_reduce: tensor of shape [2, 4] must be contiguous"));
+  CHECK(contains(result.output(0), "DistributedDataParallel: '"));
+  CHECK(contains(result.output(0), "' is on cpu, but the process group (nccl) works on cuda:0"));
 }
 
 TEST_CASE("nccl: a collective past its timeout is aborted by the watchdog and the group throws, naming it") {
