@@ -73,14 +73,10 @@ Tensor GradScaler::scale(const Tensor& loss) const {
 // its owner: each rank deciding alone could then skip a step the others take, and the ranks would
 // part ways for good. Checked before any gradient is touched.
 void GradScaler::refuse_partial_gradients(const TensorList& params) {
-  for (size_t index = 0; index < params.size(); ++index) {
-    const std::string& partial = autograd::partial_grad_reason(params[index]);
-    SG_CHECK(partial.empty(), "GradScaler::unscale_: parameter ", index, " of shape ", shape_str(params[index].sizes()),
-             " holds only part of its gradient (", partial,
-             "), so whether it is finite can differ from rank to rank, and the ranks would disagree on skipping "
-             "the step. Give the scaler an agreement (GradScalerOptions::agree_across_ranks), or train through the "
-             "Accelerator, which does");
-  }
+  autograd::refuse_partial_gradients(
+      params, "GradScaler::unscale_",
+      "so whether it is finite can differ from rank to rank, and the ranks would disagree on skipping the step. Give "
+      "the scaler an agreement (GradScalerOptions::agree_across_ranks), or train through the Accelerator, which does");
 }
 
 void GradScaler::unscale_(optim::Optimizer& optimizer) {

@@ -88,6 +88,14 @@ const std::string& partial_grad_reason(const Tensor& param) {
   return meta == nullptr || !meta->grad.defined() ? kWhole : meta->partial_grad_reason;
 }
 
+void refuse_partial_gradients(const TensorList& params, const char* who, const char* consequence) {
+  for (size_t i = 0; i < params.size(); ++i) {
+    const std::string& partial = partial_grad_reason(params[i]);
+    SG_CHECK(partial.empty(), who, ": parameter ", i, " of shape ", shape_str(params[i].sizes()),
+             " holds only part of its gradient (", partial, "), ", consequence);
+  }
+}
+
 AutogradMeta& ensure_meta(const Tensor& t) {
   SG_CHECK(t.defined(), "autograd: tensor is undefined");
   auto& slot = t.impl()->autograd_meta;

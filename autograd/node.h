@@ -105,6 +105,10 @@ AutogradMeta* meta_of(const Tensor& t);
 // Why `param`'s .grad holds only part of its gradient (AutogradMeta::partial_grad_reason); empty
 // when it holds the whole of it, or no gradient at all.
 const std::string& partial_grad_reason(const Tensor& param);
+// Throws, naming `who`, the first of `params` whose .grad holds only part of its gradient, its
+// index, shape and partial_grad_reason, then `consequence` (why `who` cannot use it, and what to
+// use instead).
+void refuse_partial_gradients(const TensorList& params, const char* who, const char* consequence);
 
 // The node a gradient for `t` flows into: its grad_fn, its AccumulateGrad if it is a leaf that
 // requires grad, otherwise null.

@@ -36,13 +36,10 @@ Tensor summed_norm_powers(const TensorList& grads, double norm_type) {
 
 double clip_grad_norm_(const TensorList& params, double max_norm, double norm_type, bool error_if_nonfinite) {
   NoGradGuard no_grad;
-  for (size_t i = 0; i < params.size(); ++i) {
-    const std::string& partial = autograd::partial_grad_reason(params[i]);
-    SG_CHECK(partial.empty(), "clip_grad_norm_: parameter ", i, " of shape ", shape_str(params[i].sizes()),
-             " holds only part of its gradient (", partial, "), so a norm taken here would mix ",
-             "averages with local sums. Clip with ZeroRedundancyOptimizer::clip_grad_norm_ or "
-             "Accelerator::clip_grad_norm_, which add up each owner's share");
-  }
+  autograd::refuse_partial_gradients(params, "clip_grad_norm_",
+                                     "so a norm taken here would mix averages with local sums. Clip with "
+                                     "ZeroRedundancyOptimizer::clip_grad_norm_ or Accelerator::clip_grad_norm_, "
+                                     "which add up each owner's share");
   TensorList grads = defined_grads(params);
   if (grads.empty()) return 0.0;
 
