@@ -9,7 +9,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 build=build-tsan
 tests=(test_tcp_store test_dist_env test_dist_collectives test_shm_all_reduce test_reducer test_ddp test_sync_batchnorm test_accelerator
-       test_launcher test_data test_distributed_sampler test_autograd)
+       test_launcher test_launcher_recovery test_data test_distributed_sampler test_autograd)
 
 launcher=()
 command -v ccache >/dev/null && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
@@ -23,7 +23,7 @@ export OMP_NUM_THREADS=1
 export TSAN_OPTIONS="halt_on_error=1 exitcode=66 second_deadlock_stack=1 suppressions=$PWD/tests/tsan.supp"
 # train_cnn under sgrun trains a real epoch on two ranks, minutes under TSan; the launcher's own
 # threads and restarts are covered by the launcher_probe cases, DDP by test_ddp.
-declare -A skip=([test_launcher]="train_cnn under sgrun*")
+declare -A skip=([test_launcher_recovery]="train_cnn under sgrun*")
 failed=()
 for test in "${tests[@]}"; do
   echo "tsan: $test"

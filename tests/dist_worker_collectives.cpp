@@ -1,5 +1,6 @@
-// One rank of tests/test_dist_collectives.cpp (and, under sgrun, of tests/test_launcher.cpp's jobs
-// stopped while they set up, and of scripts/multinode-test.sh across network namespaces).
+// One rank of tests/test_dist_collectives.cpp (and, under sgrun, of the jobs that
+// tests/test_launcher_recovery.cpp stops while they set up, and of scripts/multinode-test.sh
+// across network namespaces).
 // Usage: dist_worker_collectives <scenario> [two_machines]
 // With two_machines the even and the odd ranks count as two machines (SG_MACHINE_LABEL), so that
 // all_reduce takes the hierarchical path (dist/hierarchical_all_reduce.h).

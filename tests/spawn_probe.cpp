@@ -1,4 +1,4 @@
-// A program that calls dist::spawn, for tests/test_launcher.cpp. Usage: spawn_probe MODE
+// A program that calls dist::spawn, for tests/test_launcher_recovery.cpp. Usage: spawn_probe MODE
 //   allreduce  3 processes all-reduce their rank + 1; each prints its rank and the sum (6)
 //   fail       rank 1 of 3 throws; the others wait to be stopped
 // The parent prints "spawn returned" after a success, or the sg::Error and exits 4.

@@ -1,7 +1,7 @@
 // dist::SharedMemoryAllReduce with its ranks on threads of one process (a real TcpStore for the
 // setup): the values over several rounds, the agreement to fall back, segments with no name and
 // no descriptor left after setup, and the errors. tests/test_dist_collectives.cpp runs it across
-// processes, tests/test_launcher.cpp stops such processes while they set it up.
+// processes, tests/test_launcher_recovery.cpp stops such processes while they set it up.
 #include <doctest/doctest.h>
 
 #include <chrono>
